@@ -1,0 +1,4 @@
+//! The CloudStack API: request signing, the HTTP client (paging, retries, async jobs) and the
+//! response types cks-drift reads.
+
+pub mod model;

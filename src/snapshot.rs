@@ -1,0 +1,144 @@
+//! The three views of one cluster, as plain data: its VM map, its VMs in CloudStack and its
+//! Kubernetes nodes. Built by `cycle` from the sources; read by the pure `diff`.
+//!
+//! Nothing here does I/O. A view that could not be read is marked unknown, never empty.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use crate::time::Timestamp;
+
+/// A VM state as CloudStack names it. Unknown states are kept verbatim.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum VmState {
+    Running,
+    Stopped,
+    Starting,
+    Stopping,
+    Migrating,
+    Destroyed,
+    Expunging,
+    Error,
+    Other(String),
+}
+
+impl VmState {
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "Running" => VmState::Running,
+            "Stopped" => VmState::Stopped,
+            "Starting" => VmState::Starting,
+            "Stopping" => VmState::Stopping,
+            "Migrating" => VmState::Migrating,
+            "Destroyed" => VmState::Destroyed,
+            "Expunging" => VmState::Expunging,
+            "Error" => VmState::Error,
+            other => VmState::Other(other.to_string()),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            VmState::Running => "Running",
+            VmState::Stopped => "Stopped",
+            VmState::Starting => "Starting",
+            VmState::Stopping => "Stopping",
+            VmState::Migrating => "Migrating",
+            VmState::Destroyed => "Destroyed",
+            VmState::Expunging => "Expunging",
+            VmState::Error => "Error",
+            VmState::Other(s) => s,
+        }
+    }
+
+    /// Destroyed, Expunging or Error: a VM that cannot serve as a node.
+    pub fn is_dead(&self) -> bool {
+        matches!(self, VmState::Destroyed | VmState::Expunging | VmState::Error)
+    }
+}
+
+/// A VM as the checker sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Vm {
+    pub id: String,
+    /// The host name (`name`), which CKS also uses as the Kubernetes node name.
+    pub name: String,
+    pub state: VmState,
+    pub created: Option<Timestamp>,
+    /// Last state change (`lastupdated`, 4.16+).
+    pub last_updated: Option<Timestamp>,
+    /// An etcd VM (`isetcdnode`, or named like one); never a Kubernetes node.
+    pub etcd: bool,
+}
+
+/// Who owns a cluster and its VMs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Owner {
+    Account { domain_id: String, account: String },
+    Project { project_id: String },
+}
+
+/// The cluster's own record, from `listKubernetesClusters`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterInfo {
+    pub id: String,
+    pub name: String,
+    pub zone_id: Option<String>,
+    pub state: String,
+    pub owner: Option<Owner>,
+    pub control_nodes: u32,
+    /// Worker count; includes externally added nodes.
+    pub size: u32,
+    pub etcd_nodes: u32,
+}
+
+impl ClusterInfo {
+    /// Map rows the cluster should have: `controlnodes + size + etcdnodes`.
+    pub fn expected_vms(&self) -> u32 {
+        self.control_nodes + self.size + self.etcd_nodes
+    }
+}
+
+/// What became of a mapped VM id that vanished from the cluster's `virtualmachines`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VanishedHow {
+    /// `listVirtualMachines id=` gave an empty list: expunged or unmanaged.
+    Expunged,
+    /// `listVirtualMachines id=` gave error 431: no such VM.
+    DoesNotExist,
+}
+
+/// A map row the API no longer shows, confirmed gone by a probe.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VanishedVm {
+    pub id: String,
+    /// The name it had when last seen in the map.
+    pub name: Option<String>,
+    pub how: VanishedHow,
+}
+
+/// The Kubernetes nodes of a cluster, or why they are not known.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeView {
+    /// Node names as `kubectl get nodes -o name` gave them (without `node/`).
+    Listed(Vec<String>),
+    /// The nodes could not be listed; the node side is not compared.
+    Unknown { reason: String },
+}
+
+/// Everything `diff` needs about one cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterSnapshot {
+    pub cluster: ClusterInfo,
+    /// The VM map as the API shows it (`virtualmachines`), duplicates removed, order kept.
+    pub mapped: Vec<Vm>,
+    /// The owner's VMs named as nodes of this cluster (mapped or not).
+    pub named: Vec<Vm>,
+    /// Ids among `named` that are in the map of another cluster.
+    pub mapped_elsewhere: BTreeSet<String>,
+    /// Map rows the API hides, confirmed gone (see `VanishedVm`).
+    pub vanished: Vec<VanishedVm>,
+    pub nodes: NodeView,
+}
