@@ -8,3 +8,4 @@
 pub mod cloudstack;
 pub mod snapshot;
 pub mod time;
+pub mod config;
