@@ -6,6 +6,6 @@
 #![forbid(unsafe_code)]
 
 pub mod cloudstack;
+pub mod config;
 pub mod snapshot;
 pub mod time;
-pub mod config;

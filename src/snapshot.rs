@@ -54,7 +54,10 @@ impl VmState {
 
     /// Destroyed, Expunging or Error: a VM that cannot serve as a node.
     pub fn is_dead(&self) -> bool {
-        matches!(self, VmState::Destroyed | VmState::Expunging | VmState::Error)
+        matches!(
+            self,
+            VmState::Destroyed | VmState::Expunging | VmState::Error
+        )
     }
 }
 

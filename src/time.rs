@@ -58,7 +58,11 @@ impl Timestamp {
         };
         let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
         let (hour, min, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-        if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60
+        if !(1..=12).contains(&month)
+            || !(1..=31).contains(&day)
+            || hour > 23
+            || min > 59
+            || sec > 60
         {
             return None;
         }
@@ -86,7 +90,9 @@ impl Timestamp {
             }
         };
         let days = days_from_civil(year, month, day);
-        Some(Timestamp(days * 86_400 + hour * 3600 + min * 60 + sec - offset))
+        Some(Timestamp(
+            days * 86_400 + hour * 3600 + min * 60 + sec - offset,
+        ))
     }
 
     /// `yyyy-MM-ddTHH:mm:ss+0000`, the form CloudStack writes and its `expires` accepts.
@@ -175,7 +181,13 @@ mod tests {
 
     #[test]
     fn rejects_garbage() {
-        for s in ["", "2022-04-18", "2022-13-01T00:00:00Z", "2022-04-18T06:21:58+9", "x022-04-18T06:21:58Z"] {
+        for s in [
+            "",
+            "2022-04-18",
+            "2022-13-01T00:00:00Z",
+            "2022-04-18T06:21:58+9",
+            "x022-04-18T06:21:58Z",
+        ] {
             assert_eq!(Timestamp::parse(s), None, "{s}");
         }
     }

@@ -2,3 +2,5 @@
 //! response types cks-drift reads.
 
 pub mod model;
+pub mod sign;
+pub mod transport;

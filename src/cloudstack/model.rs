@@ -146,7 +146,10 @@ mod tests {
     use super::*;
 
     fn fixture(file: &str, command: &str) -> serde_json::Value {
-        let path = format!("{}/tests/fixtures/cloudstack-api/{file}", env!("CARGO_MANIFEST_DIR"));
+        let path = format!(
+            "{}/tests/fixtures/cloudstack-api/{file}",
+            env!("CARGO_MANIFEST_DIR")
+        );
         let text = std::fs::read_to_string(&path).unwrap();
         let all: serde_json::Value = serde_json::from_str(&text).unwrap();
         all[command].clone()
@@ -169,7 +172,10 @@ mod tests {
         assert_eq!(c.virtualmachines.len(), 2);
         assert_eq!(c.virtualmachines[0].name, "cks-cluster-control-1803b55c32d");
         assert_eq!(c.virtualmachines[1].state, "Starting");
-        assert_eq!(c.virtualmachines[0].created.as_deref(), Some("2022-04-18T06:21:58+0000"));
+        assert_eq!(
+            c.virtualmachines[0].created.as_deref(),
+            Some("2022-04-18T06:21:58+0000")
+        );
         assert_eq!(c.virtualmachines[0].details["rootdisksize"], "8");
     }
 
@@ -180,7 +186,10 @@ mod tests {
         let list = &v["listVirtualMachines"]["virtualmachine"];
         let vms: Vec<VirtualMachine> = serde_json::from_value(list.clone()).unwrap();
         assert!(!vms.is_empty());
-        assert!(vms.iter().all(|vm| !vm.id.is_empty() && !vm.state.is_empty()));
+        assert!(
+            vms.iter()
+                .all(|vm| !vm.id.is_empty() && !vm.state.is_empty())
+        );
 
         let v = fixture("NetworkService.json", "listNetworks");
         let list = &v["listnetworksresponse"]["network"];
@@ -195,6 +204,9 @@ mod tests {
             r#"{"id":"x","name":"n","controlnodes":"3","size":2,"etcdnodes":"bad"}"#,
         )
         .unwrap();
-        assert_eq!((c.controlnodes, c.size, c.etcdnodes), (Some(3), Some(2), None));
+        assert_eq!(
+            (c.controlnodes, c.size, c.etcdnodes),
+            (Some(3), Some(2), None)
+        );
     }
 }

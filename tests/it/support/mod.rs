@@ -1,0 +1,2 @@
+//! Test doubles that behave like the real things, all on 127.0.0.1.
+#![allow(dead_code)]
