@@ -9,3 +9,4 @@ pub mod cloudstack;
 pub mod config;
 pub mod snapshot;
 pub mod time;
+pub mod naming;
