@@ -7,6 +7,7 @@
 
 pub mod cloudstack;
 pub mod config;
+pub mod diff;
+pub mod naming;
 pub mod snapshot;
 pub mod time;
-pub mod naming;

@@ -95,7 +95,9 @@ pub fn etcd_prefix(cluster_name: &str, cluster_id: &str) -> String {
 }
 
 fn is_hex_suffix(s: &str) -> bool {
-    s.len() == HEX_LEN && s.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+    s.len() == HEX_LEN
+        && s.bytes()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
 }
 
 /// Splits a VM name into (prefix, role) if it has the shape of a CKS node name. For etcd
@@ -195,7 +197,11 @@ impl<K: std::hash::Hash + Eq + Clone> NameIndex<K> {
     pub fn lookup(&self, owner: &K, vm_name: &str) -> Vec<(usize, NodeRole)> {
         let mut out = Vec::new();
         for (prefix, role) in split(vm_name) {
-            let map = if role == NodeRole::Etcd { &self.etcd } else { &self.nodes };
+            let map = if role == NodeRole::Etcd {
+                &self.etcd
+            } else {
+                &self.nodes
+            };
             if let Some(hits) = map.get(&(owner.clone(), prefix.to_string())) {
                 for &i in hits {
                     if !out.iter().any(|(j, _)| *j == i) {
@@ -248,14 +254,20 @@ mod tests {
         // A 36-character uuid plus "-etcd" is 41 characters, cut to 40.
         assert_eq!(etcd_prefix("", UUID), format!("{UUID}-etc"));
         // Names over 35 characters lose part or all of "-etcd".
-        assert_eq!(etcd_prefix(&"c".repeat(37), UUID), format!("{}-et", "c".repeat(37)));
+        assert_eq!(
+            etcd_prefix(&"c".repeat(37), UUID),
+            format!("{}-et", "c".repeat(37))
+        );
         assert_eq!(etcd_prefix(&"c".repeat(45), UUID), "c".repeat(40));
     }
 
     #[test]
     fn roles_of_names() {
         let p = ClusterPrefixes::of("web", UUID);
-        assert_eq!(p.role_of("web-control-1803b55c32d"), Some(NodeRole::Control));
+        assert_eq!(
+            p.role_of("web-control-1803b55c32d"),
+            Some(NodeRole::Control)
+        );
         assert_eq!(p.role_of("web-node-1803b55f08c"), Some(NodeRole::Worker));
         assert_eq!(p.role_of("web-etcd-1-1803b55f08c"), Some(NodeRole::Etcd));
         assert_eq!(p.role_of("web-etcd-12-1803b55f08c"), Some(NodeRole::Etcd));
@@ -286,9 +298,18 @@ mod tests {
     #[test]
     fn both_eras_match_a_mixed_case_cluster() {
         let p = ClusterPrefixes::of("Prod-Cluster", UUID);
-        assert_eq!(p.role_of("Prod-Cluster-node-1803b55f08c"), Some(NodeRole::Worker));
-        assert_eq!(p.role_of("prod-cluster-node-1803b55f08c"), Some(NodeRole::Worker));
-        assert_eq!(p.role_of("Prod-Cluster-etcd-1-1803b55f08c"), Some(NodeRole::Etcd));
+        assert_eq!(
+            p.role_of("Prod-Cluster-node-1803b55f08c"),
+            Some(NodeRole::Worker)
+        );
+        assert_eq!(
+            p.role_of("prod-cluster-node-1803b55f08c"),
+            Some(NodeRole::Worker)
+        );
+        assert_eq!(
+            p.role_of("Prod-Cluster-etcd-1-1803b55f08c"),
+            Some(NodeRole::Etcd)
+        );
         assert_eq!(p.role_of("prod-cluster-etcd-1-1803b55f08c"), None);
     }
 
@@ -311,13 +332,32 @@ mod tests {
 
     #[test]
     fn index_is_per_owner_and_anchored() {
-        let clusters = [("acct-a", "web", "id1"), ("acct-a", "web-2", "id2"), ("acct-b", "web", "id3")];
+        let clusters = [
+            ("acct-a", "web", "id1"),
+            ("acct-a", "web-2", "id2"),
+            ("acct-b", "web", "id3"),
+        ];
         let idx = NameIndex::new(clusters.iter().map(|(o, n, i)| (o.to_string(), *n, *i)));
         let a = "acct-a".to_string();
-        assert_eq!(idx.lookup(&a, "web-node-1803b55f08c"), vec![(0, NodeRole::Worker)]);
-        assert_eq!(idx.lookup(&a, "web-2-node-1803b55f08c"), vec![(1, NodeRole::Worker)]);
-        assert_eq!(idx.lookup(&"acct-b".to_string(), "web-node-1803b55f08c"), vec![(2, NodeRole::Worker)]);
-        assert_eq!(idx.lookup(&"acct-c".to_string(), "web-node-1803b55f08c"), vec![]);
-        assert_eq!(idx.lookup(&a, "web-etcd-3-1803b55f08c"), vec![(0, NodeRole::Etcd)]);
+        assert_eq!(
+            idx.lookup(&a, "web-node-1803b55f08c"),
+            vec![(0, NodeRole::Worker)]
+        );
+        assert_eq!(
+            idx.lookup(&a, "web-2-node-1803b55f08c"),
+            vec![(1, NodeRole::Worker)]
+        );
+        assert_eq!(
+            idx.lookup(&"acct-b".to_string(), "web-node-1803b55f08c"),
+            vec![(2, NodeRole::Worker)]
+        );
+        assert_eq!(
+            idx.lookup(&"acct-c".to_string(), "web-node-1803b55f08c"),
+            vec![]
+        );
+        assert_eq!(
+            idx.lookup(&a, "web-etcd-3-1803b55f08c"),
+            vec![(0, NodeRole::Etcd)]
+        );
     }
 }
