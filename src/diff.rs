@@ -273,7 +273,7 @@ pub fn diff(snap: &ClusterSnapshot, policy: &Policy, now: Timestamp) -> Vec<Mism
         }
     }
 
-    out.sort_by(|a, b| (a.kind, a.key()).cmp(&(b.kind, b.key())));
+    out.sort_by_key(|m| (m.kind, m.key()));
     out
 }
 

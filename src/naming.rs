@@ -180,7 +180,7 @@ impl<K: std::hash::Hash + Eq + Clone> NameIndex<K> {
         let mut etcd: HashMap<(K, String), Vec<usize>> = HashMap::new();
         for (i, (owner, name, id)) in clusters.into_iter().enumerate() {
             let p = ClusterPrefixes::of(name, id);
-            let mut add = |map: &mut HashMap<(K, String), Vec<usize>>, prefix: String| {
+            let add = |map: &mut HashMap<(K, String), Vec<usize>>, prefix: String| {
                 let entry = map.entry((owner.clone(), prefix)).or_default();
                 if !entry.contains(&i) {
                     entry.push(i);

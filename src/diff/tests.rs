@@ -303,11 +303,11 @@ fn running_vm_that_is_not_a_node() {
 
 #[test]
 fn not_a_node_cases_that_must_not_be_reported() {
-    let listed = Some(&["web-control-1803b55c32d", "web-node-1803b55f08c"][..]);
+    let listed = ["web-control-1803b55c32d", "web-node-1803b55f08c"];
     // Recently started (last state change 5 minutes ago): still joining.
     let mut s = healthy();
     s.mapped[2] = vm("v3", "web-node-1803b55f99a", "Running", 10 * HOUR, 5);
-    s.nodes = NodeView::Listed(listed.unwrap().iter().map(|n| n.to_string()).collect());
+    s.nodes = NodeView::Listed(listed.iter().map(|n| n.to_string()).collect());
     assert_eq!(run(&s), vec![]);
     // Recently created.
     s.mapped[2] = vm("v3", "web-node-1803b55f99a", "Running", 3, 3);
