@@ -87,3 +87,583 @@ pub struct CheckSettings {
     /// Clusters checked at once (node listings in flight).
     pub concurrency: usize,
 }
+
+/// `[state]`.
+#[derive(Debug, Clone)]
+pub struct StateSettings {
+    pub path: PathBuf,
+}
+
+/// `[notify]`.
+#[derive(Debug, Clone)]
+pub struct NotifySettings {
+    /// Raise a CloudStack alert per new mismatch.
+    pub alerts: bool,
+    /// Alert type numbers the daemon may use, one per open mismatch in a zone.
+    pub alert_types: std::ops::RangeInclusive<u32>,
+    /// Alerts per cluster and cycle before the rest are summed up in one.
+    pub alert_cap: usize,
+    /// Keep an admin-only annotation on the cluster per open mismatch.
+    pub annotations: bool,
+    /// JSON-lines event log.
+    pub event_log: PathBuf,
+}
+
+/// `[http]`.
+#[derive(Debug, Clone)]
+pub struct HttpSettings {
+    /// Where `/metrics` and `/healthz` listen; `None` when turned off (`listen = ""`).
+    pub listen: Option<std::net::SocketAddr>,
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// `[log]`.
+#[derive(Debug, Clone)]
+pub struct LogSettings {
+    /// A tracing filter directive, e.g. `info` or `cks_drift=debug`; `RUST_LOG` overrides it.
+    pub level: String,
+    pub format: LogFormat,
+}
+
+/// The whole validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub cloudstack: CloudStackSettings,
+    pub ssh: SshSettings,
+    pub check: CheckSettings,
+    pub state: StateSettings,
+    pub notify: NotifySettings,
+    pub http: HttpSettings,
+    pub log: LogSettings,
+}
+
+/// One problem with the configuration, named by its full key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub key: String,
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.key, self.message)
+    }
+}
+
+/// Why a configuration could not be used: every problem found, not just the first.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {reason}")]
+    Read { path: PathBuf, reason: String },
+    #[error("config file {path} is not valid TOML: {detail}")]
+    Syntax { path: PathBuf, detail: String },
+    #[error("config file {path} has {} problem(s):\n{}", problems.len(), problems.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"))]
+    Invalid {
+        path: PathBuf,
+        problems: Vec<Problem>,
+    },
+}
+
+/// Environment variables that override the secret keys (for containers and systemd
+/// credentials).
+pub const ENV_API_KEY: &str = "CKS_DRIFT_API_KEY";
+pub const ENV_SECRET_KEY: &str = "CKS_DRIFT_SECRET_KEY";
+
+pub const DEFAULT_STATE_PATH: &str = "/var/lib/cks-drift/state.json";
+pub const DEFAULT_KNOWN_HOSTS: &str = "/var/lib/cks-drift/known_hosts";
+pub const DEFAULT_COMMAND: &str = "sudo -n /opt/bin/kubectl get nodes -o name";
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9712";
+
+/// Every key the file may hold, by table. Anything else is reported as unknown.
+const KNOWN_KEYS: &[(&str, &[&str])] = &[
+    (
+        "cloudstack",
+        &[
+            "url",
+            "api_key",
+            "api_key_file",
+            "secret_key",
+            "secret_key_file",
+            "timeout",
+            "ca_file",
+            "insecure",
+            "page_size",
+        ],
+    ),
+    (
+        "ssh",
+        &[
+            "private_key",
+            "user",
+            "known_hosts",
+            "host_key_policy",
+            "connect_timeout",
+            "command_timeout",
+            "command",
+        ],
+    ),
+    (
+        "check",
+        &[
+            "enabled",
+            "interval",
+            "initial_delay",
+            "grace_period",
+            "concurrency",
+        ],
+    ),
+    ("state", &["path"]),
+    (
+        "notify",
+        &[
+            "alerts",
+            "alert_types",
+            "alert_cap",
+            "annotations",
+            "event_log",
+        ],
+    ),
+    ("http", &["listen"]),
+    ("log", &["level", "format"]),
+];
+
+/// Parses a duration with a unit: `500ms`, `30s`, `5m`, `1h`, `1d`, or a sum like `1h30m`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Err("is empty; give a number with a unit, e.g. \"30s\" or \"5m\"".into());
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(|c| c.is_ascii_digit()).count();
+        if digits == 0 {
+            return Err(format!(
+                "{s:?} is not a duration; use e.g. \"30s\", \"5m\", \"1h\""
+            ));
+        }
+        let n: u64 = rest[..digits]
+            .parse()
+            .map_err(|_| format!("{s:?} has a number too large"))?;
+        rest = &rest[digits..];
+        let unit_len = rest.bytes().take_while(|c| c.is_ascii_alphabetic()).count();
+        let unit = &rest[..unit_len];
+        rest = &rest[unit_len..];
+        let part = match unit {
+            "ms" => Duration::from_millis(n),
+            "s" => Duration::from_secs(n),
+            "m" => Duration::from_secs(n.saturating_mul(60)),
+            "h" => Duration::from_secs(n.saturating_mul(3600)),
+            "d" => Duration::from_secs(n.saturating_mul(86_400)),
+            "" => {
+                return Err(format!(
+                    "{s:?} has no unit; write e.g. \"{n}s\" or \"{n}m\""
+                ));
+            }
+            other => {
+                return Err(format!(
+                    "{s:?} has an unknown unit {other:?}; use ms, s, m, h or d"
+                ));
+            }
+        };
+        total += part;
+    }
+    Ok(total)
+}
+
+/// Reads typed values out of the TOML tables, collecting every problem with its full key.
+struct Reader<'a> {
+    root: &'a toml::Table,
+    problems: Vec<Problem>,
+}
+
+impl<'a> Reader<'a> {
+    fn problem(&mut self, key: &str, message: impl Into<String>) {
+        self.problems.push(Problem {
+            key: key.to_string(),
+            message: message.into(),
+        });
+    }
+
+    fn value(&self, key: &str) -> Option<&'a toml::Value> {
+        let (table, name) = key.split_once('.')?;
+        self.root.get(table)?.as_table()?.get(name)
+    }
+
+    fn string(&mut self, key: &str) -> Option<String> {
+        match self.value(key)? {
+            toml::Value::String(s) => Some(s.clone()),
+            other => {
+                self.problem(key, format!("must be a string, not {}", other.type_str()));
+                None
+            }
+        }
+    }
+
+    fn bool(&mut self, key: &str, default: bool) -> bool {
+        match self.value(key) {
+            None => default,
+            Some(toml::Value::Boolean(b)) => *b,
+            Some(other) => {
+                self.problem(
+                    key,
+                    format!("must be true or false, not {}", other.type_str()),
+                );
+                default
+            }
+        }
+    }
+
+    fn int(&mut self, key: &str, default: i64, min: i64, max: i64) -> i64 {
+        match self.value(key) {
+            None => default,
+            Some(toml::Value::Integer(n)) if (min..=max).contains(n) => *n,
+            Some(toml::Value::Integer(n)) => {
+                self.problem(key, format!("is {n}; it must be between {min} and {max}"));
+                default
+            }
+            Some(other) => {
+                self.problem(
+                    key,
+                    format!("must be a whole number, not {}", other.type_str()),
+                );
+                default
+            }
+        }
+    }
+
+    fn duration(&mut self, key: &str, default: &str, min: Duration) -> Duration {
+        let text = self.string(key).unwrap_or_else(|| default.to_string());
+        match parse_duration(&text) {
+            Ok(d) if d >= min => d,
+            Ok(_) => {
+                self.problem(key, format!("is {text:?}; it must be at least {min:?}"));
+                parse_duration(default).unwrap_or(min)
+            }
+            Err(e) => {
+                self.problem(key, e);
+                parse_duration(default).unwrap_or(min)
+            }
+        }
+    }
+
+    fn path(&mut self, key: &str) -> Option<PathBuf> {
+        let s = self.string(key)?;
+        if s.trim().is_empty() {
+            self.problem(key, "is empty; give a file path");
+            return None;
+        }
+        Some(PathBuf::from(s))
+    }
+
+    /// A secret from `<key>`, `<key>_file` or the environment (which wins).
+    fn secret(
+        &mut self,
+        key: &str,
+        env_name: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Secret {
+        if let Some(v) = env(env_name).filter(|v| !v.trim().is_empty()) {
+            return Secret::new(v.trim());
+        }
+        let file_key = format!("{key}_file");
+        let inline = self.string(key);
+        let file = self.path(&file_key);
+        match (inline, file) {
+            (Some(_), Some(_)) => {
+                self.problem(
+                    key,
+                    format!("is set together with {file_key}; keep one of them"),
+                );
+                Secret::new("")
+            }
+            (Some(v), None) if !v.trim().is_empty() => Secret::new(v.trim()),
+            (None, Some(path)) => match std::fs::read_to_string(&path) {
+                Ok(v) if !v.trim().is_empty() => Secret::new(v.trim()),
+                Ok(_) => {
+                    self.problem(&file_key, format!("file {} is empty", path.display()));
+                    Secret::new("")
+                }
+                Err(e) => {
+                    self.problem(&file_key, format!("cannot read {}: {e}", path.display()));
+                    Secret::new("")
+                }
+            },
+            _ => {
+                self.problem(
+                    key,
+                    format!(
+                        "is missing; set {key}, {file_key}, or the environment variable {env_name}"
+                    ),
+                );
+                Secret::new("")
+            }
+        }
+    }
+}
+
+impl Config {
+    /// Reads and validates a config file; secrets may come from the process environment.
+    pub fn load(path: &std::path::Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+            path: path.to_path_buf(),
+            reason: match e.kind() {
+                std::io::ErrorKind::NotFound => {
+                    "no such file; pass the right path with -c, or start from config/cks-drift.toml"
+                        .into()
+                }
+                std::io::ErrorKind::PermissionDenied => {
+                    "permission denied; the file must be readable by the user cks-drift runs as"
+                        .into()
+                }
+                _ => e.to_string(),
+            },
+        })?;
+        Config::from_toml(&text, path, &|name| std::env::var(name).ok())
+    }
+
+    /// Validates a config text. `env` looks up environment variables (a seam for tests).
+    pub fn from_toml(
+        text: &str,
+        path: &std::path::Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let root: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| ConfigError::Syntax {
+                path: path.to_path_buf(),
+                detail: e.to_string().trim().to_string(),
+            })?;
+        let mut r = Reader {
+            root: &root,
+            problems: Vec::new(),
+        };
+        for (table, value) in &root {
+            match KNOWN_KEYS.iter().find(|(t, _)| t == table) {
+                None => r.problem(table, "is not a known table; the tables are [cloudstack], [ssh], [check], [state], [notify], [http] and [log]"),
+                Some((_, keys)) => match value.as_table() {
+                    None => r.problem(table, "must be a table"),
+                    Some(t) => {
+                        for key in t.keys() {
+                            if !keys.contains(&key.as_str()) {
+                                r.problem(&format!("{table}.{key}"), format!("is not a known key; [{table}] takes {}", keys.join(", ")));
+                            }
+                        }
+                    }
+                },
+            }
+        }
+
+        let url = match r.string("cloudstack.url") {
+            None => {
+                r.problem("cloudstack.url", "is missing; set it to the API endpoint, e.g. \"https://cloud.example.com/client/api\"");
+                String::new()
+            }
+            Some(u) => {
+                let u = u.trim().to_string();
+                match reqwest::Url::parse(&u) {
+                    Ok(parsed)
+                        if matches!(parsed.scheme(), "http" | "https")
+                            && parsed.host().is_some() =>
+                    {
+                        if parsed.query().is_some() {
+                            r.problem("cloudstack.url", format!("{u:?} has a query string; give only the endpoint, e.g. \"https://cloud.example.com/client/api\""));
+                        }
+                        u
+                    }
+                    Ok(_) => {
+                        r.problem("cloudstack.url", format!("{u:?} must be an http:// or https:// URL, e.g. \"https://cloud.example.com/client/api\""));
+                        u
+                    }
+                    Err(e) => {
+                        r.problem("cloudstack.url", format!("{u:?} is not a URL ({e}); e.g. \"https://cloud.example.com/client/api\""));
+                        u
+                    }
+                }
+            }
+        };
+        let api_key = r.secret("cloudstack.api_key", ENV_API_KEY, env);
+        let secret_key = r.secret("cloudstack.secret_key", ENV_SECRET_KEY, env);
+        let cloudstack = CloudStackSettings {
+            url,
+            api_key,
+            secret_key,
+            timeout: r.duration("cloudstack.timeout", "30s", Duration::from_secs(1)),
+            ca_file: r.path("cloudstack.ca_file"),
+            insecure: r.bool("cloudstack.insecure", false),
+            page_size: r.int("cloudstack.page_size", 500, 1, 10_000) as u32,
+        };
+
+        let private_key = r.path("ssh.private_key").unwrap_or_else(|| {
+            if r.value("ssh.private_key").is_none() {
+                r.problem("ssh.private_key", "is missing; point it at the management server's key (/var/lib/cloudstack/management/.ssh/id_rsa on Debian/Ubuntu packages, /var/cloudstack/management/.ssh/id_rsa on EL) or the private half of the cluster's key pair");
+            }
+            PathBuf::new()
+        });
+        let host_key_policy = match r.string("ssh.host_key_policy").as_deref() {
+            None | Some("accept-new") => HostKeyPolicy::AcceptNew,
+            Some("strict") => HostKeyPolicy::Strict,
+            Some("off") => HostKeyPolicy::Off,
+            Some(other) => {
+                r.problem(
+                    "ssh.host_key_policy",
+                    format!("is {other:?}; use \"strict\", \"accept-new\" or \"off\""),
+                );
+                HostKeyPolicy::AcceptNew
+            }
+        };
+        let user = r.string("ssh.user").unwrap_or_else(|| "cloud".into());
+        if user.trim().is_empty() {
+            r.problem("ssh.user", "is empty; CKS nodes use \"cloud\"");
+        }
+        let command = r
+            .string("ssh.command")
+            .unwrap_or_else(|| DEFAULT_COMMAND.into());
+        if command.trim().is_empty() {
+            r.problem(
+                "ssh.command",
+                format!("is empty; the default is {DEFAULT_COMMAND:?}"),
+            );
+        }
+        let ssh = SshSettings {
+            private_key,
+            user,
+            known_hosts: r
+                .path("ssh.known_hosts")
+                .unwrap_or_else(|| DEFAULT_KNOWN_HOSTS.into()),
+            host_key_policy,
+            connect_timeout: r.duration("ssh.connect_timeout", "10s", Duration::from_millis(100)),
+            command_timeout: r.duration("ssh.command_timeout", "20s", Duration::from_secs(1)),
+            command,
+        };
+
+        let check = CheckSettings {
+            enabled: r.bool("check.enabled", true),
+            interval: r.duration("check.interval", "5m", Duration::from_secs(1)),
+            initial_delay: r.duration("check.initial_delay", "0s", Duration::ZERO),
+            grace_period: r.duration("check.grace_period", "15m", Duration::ZERO),
+            concurrency: r.int("check.concurrency", 8, 1, 1024) as usize,
+        };
+
+        let state_path = r
+            .path("state.path")
+            .unwrap_or_else(|| DEFAULT_STATE_PATH.into());
+        let event_log = r.path("notify.event_log").unwrap_or_else(|| {
+            state_path
+                .parent()
+                .unwrap_or(std::path::Path::new("."))
+                .join("events.jsonl")
+        });
+        let alert_types = {
+            let text = r
+                .string("notify.alert_types")
+                .unwrap_or_else(|| "3000-3999".into());
+            match parse_range(&text) {
+                Ok(range) => range,
+                Err(e) => {
+                    r.problem("notify.alert_types", e);
+                    3000..=3999
+                }
+            }
+        };
+        let notify = NotifySettings {
+            alerts: r.bool("notify.alerts", true),
+            alert_types,
+            alert_cap: r.int("notify.alert_cap", 5, 1, 1000) as usize,
+            annotations: r.bool("notify.annotations", true),
+            event_log,
+        };
+
+        let listen_text = r
+            .string("http.listen")
+            .unwrap_or_else(|| DEFAULT_LISTEN.into());
+        let listen = if listen_text.trim().is_empty() {
+            None
+        } else {
+            match listen_text.trim().parse() {
+                Ok(addr) => Some(addr),
+                Err(_) => {
+                    r.problem("http.listen", format!("{listen_text:?} is not an address:port, e.g. {DEFAULT_LISTEN:?}; use \"\" to turn the endpoint off"));
+                    None
+                }
+            }
+        };
+
+        let format = match r.string("log.format").as_deref() {
+            None | Some("text") => LogFormat::Text,
+            Some("json") => LogFormat::Json,
+            Some(other) => {
+                r.problem(
+                    "log.format",
+                    format!("is {other:?}; use \"text\" or \"json\""),
+                );
+                LogFormat::Text
+            }
+        };
+        let log = LogSettings {
+            level: r.string("log.level").unwrap_or_else(|| "info".into()),
+            format,
+        };
+        if tracing_subscriber::EnvFilter::try_new(&log.level).is_err() {
+            r.problem(
+                "log.level",
+                format!(
+                    "{:?} is not a log filter; use e.g. \"info\" or \"debug\"",
+                    log.level
+                ),
+            );
+        }
+
+        if r.problems.is_empty() {
+            Ok(Config {
+                cloudstack,
+                ssh,
+                check,
+                state: StateSettings { path: state_path },
+                notify,
+                http: HttpSettings { listen },
+                log,
+            })
+        } else {
+            Err(ConfigError::Invalid {
+                path: path.to_path_buf(),
+                problems: r.problems,
+            })
+        }
+    }
+}
+
+/// `"3000-3999"` (or a single `"3000"`): alert types for the daemon. Types up to 33 are
+/// CloudStack's own and are refused.
+fn parse_range(text: &str) -> Result<std::ops::RangeInclusive<u32>, String> {
+    let (lo, hi) = text.split_once('-').unwrap_or((text, text));
+    let parse = |s: &str| {
+        s.trim()
+            .parse::<u32>()
+            .map_err(|_| format!("{text:?} is not a range of numbers like \"3000-3999\""))
+    };
+    let (lo, hi) = (parse(lo)?, parse(hi)?);
+    if lo > hi {
+        return Err(format!("{text:?} starts above its end"));
+    }
+    if lo <= 100 {
+        return Err(format!(
+            "{text:?} overlaps CloudStack's own alert types (0-33 and those added later); use numbers above 100, e.g. \"3000-3999\""
+        ));
+    }
+    if hi > i16::MAX as u32 {
+        return Err(format!(
+            "{text:?} goes past 32767, the largest alert type CloudStack stores"
+        ));
+    }
+    Ok(lo..=hi)
+}
+
+#[cfg(test)]
+mod tests;

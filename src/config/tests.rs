@@ -1,0 +1,218 @@
+//! Config parsing and validation: defaults, every problem named by its key, secrets redacted.
+
+use std::path::Path;
+
+use super::*;
+
+const MINIMAL: &str = r#"
+[cloudstack]
+url = "https://cloud.example.com/client/api"
+api_key = "KEY-abc"
+secret_key = "SECRET-xyz"
+[ssh]
+private_key = "/var/lib/cloudstack/management/.ssh/id_rsa"
+"#;
+
+fn no_env(_: &str) -> Option<String> {
+    None
+}
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    Config::from_toml(text, Path::new("test.toml"), &no_env)
+}
+
+fn problems(text: &str) -> Vec<String> {
+    match parse(text) {
+        Err(ConfigError::Invalid { problems, .. }) => {
+            problems.iter().map(|p| p.to_string()).collect()
+        }
+        other => panic!("expected problems, got {other:?}"),
+    }
+}
+
+#[test]
+fn minimal_config_takes_the_defaults() {
+    let c = parse(MINIMAL).unwrap();
+    assert_eq!(c.cloudstack.url, "https://cloud.example.com/client/api");
+    assert_eq!(c.cloudstack.api_key.expose(), "KEY-abc");
+    assert_eq!(c.cloudstack.timeout, Duration::from_secs(30));
+    assert_eq!(c.cloudstack.page_size, 500);
+    assert!(!c.cloudstack.insecure);
+    assert_eq!(c.ssh.user, "cloud");
+    assert_eq!(c.ssh.host_key_policy, HostKeyPolicy::AcceptNew);
+    assert_eq!(c.ssh.connect_timeout, Duration::from_secs(10));
+    assert_eq!(c.ssh.command_timeout, Duration::from_secs(20));
+    assert_eq!(c.ssh.command, "sudo -n /opt/bin/kubectl get nodes -o name");
+    assert_eq!(
+        c.ssh.known_hosts,
+        PathBuf::from("/var/lib/cks-drift/known_hosts")
+    );
+    assert!(c.check.enabled);
+    assert_eq!(c.check.interval, Duration::from_secs(300));
+    assert_eq!(c.check.initial_delay, Duration::ZERO);
+    assert_eq!(c.check.grace_period, Duration::from_secs(900));
+    assert_eq!(c.check.concurrency, 8);
+    assert_eq!(c.state.path, PathBuf::from("/var/lib/cks-drift/state.json"));
+    assert_eq!(
+        c.notify.event_log,
+        PathBuf::from("/var/lib/cks-drift/events.jsonl")
+    );
+    assert_eq!(c.notify.alert_types, 3000..=3999);
+    assert_eq!(c.notify.alert_cap, 5);
+    assert!(c.notify.alerts && c.notify.annotations);
+    assert_eq!(c.http.listen, Some("127.0.0.1:9712".parse().unwrap()));
+    assert_eq!(c.log.format, LogFormat::Text);
+}
+
+#[test]
+fn every_problem_is_reported_with_its_key() {
+    let text = r#"
+[cloudstack]
+url = "cloud.example.com"
+secret_key = "s"
+timeout = "30"
+page_size = 0
+colour = "blue"
+[ssh]
+private_key = "/k"
+host_key_policy = "yes"
+connect_timeout = "10 parsecs"
+[check]
+grace_period = 15
+concurrency = "8"
+interval = "500ms"
+[notify]
+alert_types = "8"
+[http]
+listen = "localhost"
+[log]
+format = "xml"
+[extra]
+"#;
+    assert_eq!(
+        problems(text),
+        vec![
+            "cloudstack.colour: is not a known key; [cloudstack] takes url, api_key, api_key_file, secret_key, secret_key_file, timeout, ca_file, insecure, page_size",
+            "extra: is not a known table; the tables are [cloudstack], [ssh], [check], [state], [notify], [http] and [log]",
+            "cloudstack.url: \"cloud.example.com\" is not a URL (relative URL without a base); e.g. \"https://cloud.example.com/client/api\"",
+            "cloudstack.api_key: is missing; set cloudstack.api_key, cloudstack.api_key_file, or the environment variable CKS_DRIFT_API_KEY",
+            "cloudstack.timeout: \"30\" has no unit; write e.g. \"30s\" or \"30m\"",
+            "cloudstack.page_size: is 0; it must be between 1 and 10000",
+            "ssh.host_key_policy: is \"yes\"; use \"strict\", \"accept-new\" or \"off\"",
+            "ssh.connect_timeout: \"10 parsecs\" has no unit; write e.g. \"10s\" or \"10m\"",
+            "check.interval: is \"500ms\"; it must be at least 1s",
+            "check.grace_period: must be a string, not integer",
+            "check.concurrency: must be a whole number, not string",
+            "notify.alert_types: \"8\" overlaps CloudStack's own alert types (0-33 and those added later); use numbers above 100, e.g. \"3000-3999\"",
+            "http.listen: \"localhost\" is not an address:port, e.g. \"127.0.0.1:9712\"; use \"\" to turn the endpoint off",
+            "log.format: is \"xml\"; use \"text\" or \"json\"",
+        ]
+    );
+}
+
+#[test]
+fn missing_required_keys() {
+    let p = problems("");
+    assert_eq!(p.len(), 4, "{p:?}");
+    assert!(p[0].starts_with("cloudstack.url: is missing"));
+    assert!(p[3].starts_with("ssh.private_key: is missing; point it at the management server's key (/var/lib/cloudstack/management/.ssh/id_rsa"));
+}
+
+#[test]
+fn syntax_errors_name_the_file_and_line() {
+    let err = parse("[cloudstack\nurl=").unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with("config file test.toml is not valid TOML: TOML parse error at line 1"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn secrets_from_env_and_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("api_key");
+    std::fs::write(&key_file, "FILE-KEY\n").unwrap();
+    let text = format!(
+        "[cloudstack]\nurl = \"http://127.0.0.1:8080/client/api\"\napi_key_file = {:?}\n[ssh]\nprivate_key = \"/k\"\n",
+        key_file.display().to_string()
+    );
+    let env = |name: &str| (name == ENV_SECRET_KEY).then(|| "ENV-SECRET".to_string());
+    let c = Config::from_toml(&text, Path::new("t.toml"), &env).unwrap();
+    assert_eq!(c.cloudstack.api_key.expose(), "FILE-KEY");
+    assert_eq!(c.cloudstack.secret_key.expose(), "ENV-SECRET");
+
+    // The environment wins over the file.
+    let env = |name: &str| Some(format!("ENV-{name}"));
+    let c = Config::from_toml(&text, Path::new("t.toml"), &env).unwrap();
+    assert_eq!(c.cloudstack.api_key.expose(), "ENV-CKS_DRIFT_API_KEY");
+
+    // Both inline and file: refused.
+    let both = text.replace("api_key_file", "api_key = \"x\"\napi_key_file");
+    let p = match Config::from_toml(&both, Path::new("t.toml"), &no_env) {
+        Err(ConfigError::Invalid { problems, .. }) => problems,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        p[0].to_string(),
+        "cloudstack.api_key: is set together with cloudstack.api_key_file; keep one of them"
+    );
+
+    // An unreadable secret file is named.
+    let missing = text.replace(&key_file.display().to_string(), "/nonexistent/key");
+    let p = match Config::from_toml(&missing, Path::new("t.toml"), &no_env) {
+        Err(ConfigError::Invalid { problems, .. }) => problems,
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        p[0].to_string()
+            .starts_with("cloudstack.api_key_file: cannot read /nonexistent/key"),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn secrets_never_show_in_debug() {
+    let c = parse(MINIMAL).unwrap();
+    let dbg = format!("{c:?}");
+    assert!(!dbg.contains("KEY-abc"), "{dbg}");
+    assert!(!dbg.contains("SECRET-xyz"), "{dbg}");
+    assert!(dbg.contains("Secret(<redacted>)"));
+    assert_eq!(format!("{}", c.cloudstack.secret_key), "<redacted>");
+}
+
+#[test]
+fn durations() {
+    assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+    assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+    assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+    assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+    assert_eq!(parse_duration("2d"), Ok(Duration::from_secs(172_800)));
+    assert!(parse_duration("5").unwrap_err().contains("no unit"));
+    assert_eq!(
+        parse_duration("5 min"),
+        Err("\"5 min\" has no unit; write e.g. \"5s\" or \"5m\"".to_string())
+    );
+    assert_eq!(
+        parse_duration("m5"),
+        Err("\"m5\" is not a duration; use e.g. \"30s\", \"5m\", \"1h\"".to_string())
+    );
+    assert!(
+        parse_duration("5w")
+            .unwrap_err()
+            .contains("unknown unit \"w\"")
+    );
+    assert!(parse_duration("").is_err());
+}
+
+#[test]
+fn http_listen_can_be_turned_off() {
+    let c = parse(&format!("{MINIMAL}[http]\nlisten = \"\"\n")).unwrap();
+    assert_eq!(c.http.listen, None);
+}
+
+#[test]
+fn event_log_defaults_beside_the_state_file() {
+    let c = parse(&format!("{MINIMAL}[state]\npath = \"/tmp/x/state.json\"\n")).unwrap();
+    assert_eq!(c.notify.event_log, PathBuf::from("/tmp/x/events.jsonl"));
+}
