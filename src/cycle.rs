@@ -1,0 +1,516 @@
+//! One check cycle: read the clusters, their VM maps, the owners' VMs and the networks through
+//! the API, list each checkable cluster's Kubernetes nodes over SSH (bounded concurrency),
+//! read the clusters again, and compare the three views with the pure `diff`.
+//!
+//! Reading is all this module does: it never changes anything in CloudStack. Dedupe and
+//! notifications act on its `CycleReport` afterwards.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tokio::sync::Semaphore;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::cloudstack::client::Client;
+use crate::cloudstack::error::ApiError;
+use crate::cloudstack::model::{KubernetesCluster, Network, VirtualMachine};
+use crate::diff::{Mismatch, Policy, diff};
+use crate::naming::{NameIndex, NodeRole};
+use crate::remote::{NodeLister, SshTarget};
+use crate::snapshot::{
+    ClusterInfo, ClusterSnapshot, NodeView, Owner, VanishedHow, VanishedVm, Vm, VmState,
+};
+use crate::time::Timestamp;
+
+/// What a cycle needs besides its sources.
+#[derive(Debug, Clone)]
+pub struct CycleSettings {
+    pub policy: Policy,
+    /// Node listings in flight at once.
+    pub concurrency: usize,
+    /// Login user when the first mapped VM has no `controlNodeLoginUser` detail.
+    pub default_user: String,
+}
+
+/// How far a cluster was checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClusterStatus {
+    /// All three views compared.
+    Checked,
+    /// The nodes could not be listed: only the map and the VMs were compared.
+    Partial,
+    /// Not compared (state, type, changed during the check, or an API failure).
+    Skipped,
+}
+
+impl ClusterStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClusterStatus::Checked => "checked",
+            ClusterStatus::Partial => "partial",
+            ClusterStatus::Skipped => "skipped",
+        }
+    }
+}
+
+/// Why a cluster was skipped; decides what dedupe may do with its earlier findings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SkipKind {
+    /// By rule: its state or type is not checked.
+    Rule,
+    /// Its state or map changed while it was being checked.
+    Changed,
+    /// An API call for it failed.
+    ApiFailed,
+}
+
+/// One cluster's result.
+#[derive(Debug, Clone)]
+pub struct ClusterOutcome {
+    pub id: String,
+    pub name: String,
+    pub zone_id: Option<String>,
+    pub status: ClusterStatus,
+    pub skip: Option<SkipKind>,
+    /// Why it was skipped or only partly checked.
+    pub reason: Option<String>,
+    /// Short label of the node-listing failure, for metrics (`connect`, `auth`, ...).
+    pub node_failure: Option<&'static str>,
+    pub mismatches: Vec<Mismatch>,
+    /// The mapped VM ids (and names) as the API showed them, for the next cycle's probe.
+    pub mapped: Vec<(String, String)>,
+    /// `controlnodes + size + etcdnodes`.
+    pub expected_vms: u32,
+}
+
+/// What one cycle saw.
+#[derive(Debug, Clone)]
+pub struct CycleReport {
+    pub started: Timestamp,
+    pub duration: Duration,
+    pub clusters: Vec<ClusterOutcome>,
+}
+
+/// A cycle that could not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum CycleError {
+    #[error("cannot list {what}")]
+    List {
+        what: &'static str,
+        #[source]
+        source: ApiError,
+    },
+}
+
+/// What the previous cycle saw of a cluster's map, to find rows the API stopped showing.
+#[derive(Debug, Clone, Default)]
+pub struct PreviousMap {
+    /// Mapped VM ids with their last known names.
+    pub vms: BTreeMap<String, String>,
+    pub expected_vms: u32,
+    /// Ids already known to be gone, kept while their finding is open.
+    pub vanished: BTreeMap<String, (Option<String>, VanishedHow)>,
+}
+
+const ROOT_SCOPE: [(&str, &str); 2] = [("listall", "true"), ("projectid", "-1")];
+
+fn owner_of_cluster(c: &KubernetesCluster) -> Option<Owner> {
+    match (&c.projectid, &c.domainid, &c.account) {
+        (Some(p), _, _) if !p.is_empty() => Some(Owner::Project {
+            project_id: p.clone(),
+        }),
+        (_, Some(d), Some(a)) => Some(Owner::Account {
+            domain_id: d.clone(),
+            account: a.clone(),
+        }),
+        _ => None,
+    }
+}
+
+fn owner_of_vm(vm: &VirtualMachine) -> Option<Owner> {
+    match (&vm.projectid, &vm.domainid, &vm.account) {
+        (Some(p), _, _) if !p.is_empty() => Some(Owner::Project {
+            project_id: p.clone(),
+        }),
+        (_, Some(d), Some(a)) => Some(Owner::Account {
+            domain_id: d.clone(),
+            account: a.clone(),
+        }),
+        _ => None,
+    }
+}
+
+fn to_vm(vm: &VirtualMachine, etcd_by_name: bool) -> Vm {
+    Vm {
+        id: vm.id.clone(),
+        name: vm.name.clone(),
+        state: VmState::parse(&vm.state),
+        created: vm.created.as_deref().and_then(Timestamp::parse),
+        last_updated: vm.lastupdated.as_deref().and_then(Timestamp::parse),
+        etcd: vm.isetcdnode.unwrap_or(false) || etcd_by_name,
+    }
+}
+
+fn cluster_info(c: &KubernetesCluster) -> ClusterInfo {
+    ClusterInfo {
+        id: c.id.clone(),
+        name: c.name.clone(),
+        zone_id: c.zoneid.clone(),
+        state: c.state.clone(),
+        owner: owner_of_cluster(c),
+        control_nodes: c.controlnodes.or(c.masternodes).unwrap_or(1),
+        size: c.size.unwrap_or(0),
+        etcd_nodes: c.etcdnodes.unwrap_or(0),
+    }
+}
+
+/// Why a cluster is not checked, if it is not: only CloudManaged clusters in Running or
+/// Alert state are. Other states are operations under way or a stopped/failed cluster.
+pub fn skip_reason(c: &KubernetesCluster) -> Option<String> {
+    if c.clustertype.as_deref() == Some("ExternalManaged") {
+        return Some("ExternalManaged cluster: its VMs are not managed by CloudStack".into());
+    }
+    match c.state.as_str() {
+        "Running" | "Alert" => None,
+        other => Some(format!("state {other}: only Running and Alert clusters are checked")),
+    }
+}
+
+/// The SSH host from the cluster's `endpoint` (`https://<ip>:6443/`).
+pub fn endpoint_host(endpoint: Option<&str>) -> Option<String> {
+    let url = reqwest::Url::parse(endpoint?.trim()).ok()?;
+    let host = url.host_str()?.trim_start_matches('[').trim_end_matches(']');
+    (!host.is_empty()).then(|| host.to_string())
+}
+
+/// Port 22 on Shared or ROUTED networks with one control node (CKS then reaches the control
+/// VM directly); otherwise 2222, the public port forwarded to the first control node.
+pub fn ssh_port(network: Option<&Network>, control_nodes: u32) -> u16 {
+    let direct = network.is_some_and(|n| {
+        n.network_type.as_deref().is_some_and(|t| t.eq_ignore_ascii_case("Shared"))
+            || n.networkmode.as_deref().is_some_and(|m| m.eq_ignore_ascii_case("ROUTED"))
+    });
+    if direct && control_nodes <= 1 { 22 } else { 2222 }
+}
+
+/// Identity of a cluster's state and map, to notice an operation that ran during the check.
+fn fingerprint(c: &KubernetesCluster) -> (String, Vec<String>) {
+    (
+        c.state.clone(),
+        c.virtualmachines.iter().map(|vm| vm.id.clone()).collect(),
+    )
+}
+
+/// Runs one cycle. `previous` is what earlier cycles saw of each cluster's map (empty on the
+/// first cycle); it lets the cycle probe map rows the API stopped showing.
+pub async fn run_cycle(
+    api: &Client,
+    lister: Arc<dyn NodeLister>,
+    settings: &CycleSettings,
+    previous: &HashMap<String, PreviousMap>,
+    now: Timestamp,
+) -> Result<CycleReport, CycleError> {
+    let started_at = Instant::now();
+    let span = info_span!("cycle", started = %now);
+    async move {
+        let (clusters, vms, networks) = tokio::join!(
+            api.list::<KubernetesCluster>("listKubernetesClusters", "kubernetescluster", &ROOT_SCOPE),
+            api.list::<VirtualMachine>(
+                "listVirtualMachines",
+                "virtualmachine",
+                &[("listall", "true"), ("projectid", "-1"), ("details", "min")]
+            ),
+            api.list::<Network>("listNetworks", "network", &ROOT_SCOPE),
+        );
+        let clusters = clusters.map_err(|source| CycleError::List { what: "Kubernetes clusters", source })?;
+        let vms = vms.map_err(|source| CycleError::List { what: "virtual machines", source })?;
+        let networks = networks.map_err(|source| CycleError::List { what: "networks", source })?;
+        debug!(clusters = clusters.len(), vms = vms.len(), networks = networks.len(), "listed");
+
+        let networks: HashMap<&str, &Network> = networks.iter().map(|n| (n.id.as_str(), n)).collect();
+
+        // Every VM id in any cluster's map, checked or not.
+        let mut mapped_by: HashMap<&str, usize> = HashMap::new();
+        for (i, c) in clusters.iter().enumerate() {
+            for vm in &c.virtualmachines {
+                mapped_by.entry(vm.id.as_str()).or_insert(i);
+            }
+        }
+
+        let checkable: Vec<usize> = (0..clusters.len()).filter(|&i| skip_reason(&clusters[i]).is_none()).collect();
+        let index = NameIndex::new(checkable.iter().filter_map(|&i| {
+            let c = &clusters[i];
+            owner_of_cluster(c).map(|o| (o, c.name.as_str(), c.id.as_str()))
+        }));
+
+        // The owner's VMs named as nodes of each checkable cluster, in one pass over all VMs.
+        let mut named: HashMap<usize, Vec<Vm>> = HashMap::new();
+        for vm in &vms {
+            let Some(owner) = owner_of_vm(vm) else { continue };
+            for (k, role) in index.lookup(&owner, &vm.name) {
+                named.entry(checkable[k]).or_default().push(to_vm(vm, role == NodeRole::Etcd));
+            }
+        }
+        let vm_by_id: HashMap<&str, &VirtualMachine> = vms.iter().map(|vm| (vm.id.as_str(), vm)).collect();
+
+        // Node listings, bounded.
+        let semaphore = Arc::new(Semaphore::new(settings.concurrency.max(1)));
+        let mut listings = tokio::task::JoinSet::new();
+        for &i in &checkable {
+            let c = &clusters[i];
+            let target = match endpoint_host(c.endpoint.as_deref()) {
+                None => Err("the cluster has no endpoint address to reach its control node over SSH".to_string()),
+                Some(host) => {
+                    let network = c.networkid.as_deref().and_then(|id| networks.get(id).copied());
+                    let user = c
+                        .virtualmachines
+                        .first()
+                        .and_then(|vm| vm.details.get("controlNodeLoginUser"))
+                        .filter(|u| !u.trim().is_empty())
+                        .cloned()
+                        .unwrap_or_else(|| settings.default_user.clone());
+                    Ok(SshTarget { host, port: ssh_port(network, cluster_info(c).control_nodes), user })
+                }
+            };
+            let lister = lister.clone();
+            let semaphore = semaphore.clone();
+            let span = info_span!("cluster", cluster = %c.name, id = %c.id);
+            listings.spawn(
+                async move {
+                    let target = match target {
+                        Ok(t) => t,
+                        Err(reason) => return (i, NodeView::Unknown { reason }, None),
+                    };
+                    let _permit = semaphore.acquire_owned().await;
+                    match lister.list_nodes(&target).await {
+                        Ok(nodes) => (i, NodeView::Listed(nodes), None),
+                        Err(e) => {
+                            warn!(host = %target.host, port = target.port, user = %target.user, error = %e, "cannot list the Kubernetes nodes; comparing the VM map with the VMs only");
+                            (i, NodeView::Unknown { reason: e.to_string() }, Some(e.reason()))
+                        }
+                    }
+                }
+                .instrument(span),
+            );
+        }
+        let mut node_views: HashMap<usize, (NodeView, Option<&'static str>)> = HashMap::new();
+        while let Some(joined) = listings.join_next().await {
+            match joined {
+                Ok((i, view, failure)) => {
+                    node_views.insert(i, (view, failure));
+                }
+                Err(e) => warn!(error = %e, "a node listing task failed"),
+            }
+        }
+
+        // Read the clusters again: anything whose state or map changed meanwhile is not
+        // reported this cycle (an operation ran during the check).
+        let again = api
+            .list::<KubernetesCluster>("listKubernetesClusters", "kubernetescluster", &ROOT_SCOPE)
+            .await
+            .map_err(|source| CycleError::List { what: "Kubernetes clusters (second read)", source })?;
+        let again: HashMap<&str, &KubernetesCluster> = again.iter().map(|c| (c.id.as_str(), c)).collect();
+
+        let mut outcomes = Vec::with_capacity(clusters.len());
+        for (i, c) in clusters.iter().enumerate() {
+            let info = cluster_info(c);
+            let mapped_pairs: Vec<(String, String)> =
+                c.virtualmachines.iter().map(|vm| (vm.id.clone(), vm.name.clone())).collect();
+            let mut outcome = ClusterOutcome {
+                id: c.id.clone(),
+                name: c.name.clone(),
+                zone_id: c.zoneid.clone(),
+                status: ClusterStatus::Skipped,
+                skip: None,
+                reason: None,
+                node_failure: None,
+                mismatches: vec![],
+                mapped: mapped_pairs,
+                expected_vms: info.expected_vms(),
+            };
+            if let Some(reason) = skip_reason(c) {
+                outcome.skip = Some(SkipKind::Rule);
+                outcome.reason = Some(reason);
+                outcomes.push(outcome);
+                continue;
+            }
+            match again.get(c.id.as_str()) {
+                None => {
+                    outcome.skip = Some(SkipKind::Changed);
+                    outcome.reason = Some("the cluster disappeared during the check".into());
+                    outcomes.push(outcome);
+                    continue;
+                }
+                Some(now_c) if fingerprint(now_c) != fingerprint(c) => {
+                    outcome.skip = Some(SkipKind::Changed);
+                    outcome.reason = Some(if now_c.state != c.state {
+                        format!("its state changed from {} to {} during the check", c.state, now_c.state)
+                    } else {
+                        "its VM map changed during the check".to_string()
+                    });
+                    outcomes.push(outcome);
+                    continue;
+                }
+                Some(_) => {}
+            }
+
+            let etcd_prefix = crate::naming::etcd_prefix(&c.name, &c.id);
+            let is_etcd_name = |name: &str| {
+                crate::naming::split(name)
+                    .iter()
+                    .any(|(p, r)| *r == NodeRole::Etcd && *p == etcd_prefix)
+            };
+            let mapped: Vec<Vm> =
+                c.virtualmachines.iter().map(|vm| to_vm(vm, is_etcd_name(&vm.name))).collect();
+            let named = named.remove(&i).unwrap_or_default();
+            let mapped_elsewhere: BTreeSet<String> = named
+                .iter()
+                .filter(|vm| mapped_by.get(vm.id.as_str()).is_some_and(|&j| j != i))
+                .map(|vm| vm.id.clone())
+                .collect();
+
+            let vanished = match probe_vanished(api, c, &info, previous.get(&c.id), &vm_by_id).await {
+                Ok(v) => v,
+                Err(e) => {
+                    warn!(cluster = %c.name, error = %e, "cannot probe map rows the API stopped showing");
+                    outcome.skip = Some(SkipKind::ApiFailed);
+                    outcome.reason = Some(format!("an API call failed: {e}"));
+                    outcomes.push(outcome);
+                    continue;
+                }
+            };
+
+            let (nodes, failure) = node_views.remove(&i).unwrap_or((
+                NodeView::Unknown { reason: "the node listing did not finish".into() },
+                Some("internal"),
+            ));
+            if let NodeView::Unknown { reason } = &nodes {
+                outcome.status = ClusterStatus::Partial;
+                outcome.reason = Some(format!("nodes not listed: {reason}"));
+                outcome.node_failure = failure;
+            } else {
+                outcome.status = ClusterStatus::Checked;
+            }
+            let snap = ClusterSnapshot { cluster: info, mapped, named, mapped_elsewhere, vanished, nodes };
+            outcome.mismatches = diff(&snap, &settings.policy, now);
+            for m in &outcome.mismatches {
+                debug!(cluster = %c.name, kind = m.kind.as_str(), key = %m.key(), "mismatch");
+            }
+            outcomes.push(outcome);
+        }
+        let report = CycleReport { started: now, duration: started_at.elapsed(), clusters: outcomes };
+        info!(
+            clusters = report.clusters.len(),
+            mismatches = report.clusters.iter().map(|c| c.mismatches.len()).sum::<usize>(),
+            seconds = report.duration.as_secs_f64(),
+            "cycle done"
+        );
+        Ok(report)
+    }
+    .instrument(span)
+    .await
+}
+
+/// Map rows the API stopped showing: ids mapped last cycle, gone from `virtualmachines` now,
+/// while the cluster's expected size did not shrink (a scale-down removes rows legitimately).
+/// Each is probed with `listVirtualMachines id=`: an empty list means expunged or unmanaged,
+/// error 431 means no such VM. A VM the probe still finds only lost its map row; it is judged
+/// like any other VM of the cluster.
+async fn probe_vanished(
+    api: &Client,
+    c: &KubernetesCluster,
+    info: &ClusterInfo,
+    previous: Option<&PreviousMap>,
+    listed: &HashMap<&str, &VirtualMachine>,
+) -> Result<Vec<VanishedVm>, ApiError> {
+    let Some(prev) = previous else { return Ok(vec![]) };
+    let now_ids: BTreeSet<&str> = c.virtualmachines.iter().map(|vm| vm.id.as_str()).collect();
+    let mut out = Vec::new();
+    // Already known gone, finding still open: keep it without probing again, unless the row
+    // came back.
+    for (id, (name, how)) in &prev.vanished {
+        if !now_ids.contains(id.as_str()) && !listed.contains_key(id.as_str()) {
+            out.push(VanishedVm { id: id.clone(), name: name.clone(), how: *how });
+        }
+    }
+    if info.expected_vms() < prev.expected_vms {
+        return Ok(out);
+    }
+    for (id, name) in &prev.vms {
+        if now_ids.contains(id.as_str()) || prev.vanished.contains_key(id) {
+            continue;
+        }
+        if listed.contains_key(id.as_str()) {
+            // The VM still exists; only its map row went.
+            continue;
+        }
+        match api.list::<VirtualMachine>("listVirtualMachines", "virtualmachine", &[("id", id.as_str()), ("listall", "true")]).await {
+            Ok(found) if found.is_empty() => out.push(VanishedVm { id: id.clone(), name: Some(name.clone()), how: VanishedHow::Expunged }),
+            Ok(_) => {}
+            Err(e) if e.code() == Some(431) => {
+                out.push(VanishedVm { id: id.clone(), name: Some(name.clone()), how: VanishedHow::DoesNotExist })
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn net(t: &str, mode: Option<&str>) -> Network {
+        Network {
+            id: "n".into(),
+            name: None,
+            network_type: Some(t.into()),
+            networkmode: mode.map(Into::into),
+            vpcid: None,
+        }
+    }
+
+    #[test]
+    fn ssh_port_follows_cks() {
+        assert_eq!(ssh_port(Some(&net("Isolated", None)), 1), 2222);
+        assert_eq!(ssh_port(Some(&net("Shared", None)), 1), 22);
+        assert_eq!(ssh_port(Some(&net("Shared", None)), 3), 2222);
+        assert_eq!(ssh_port(Some(&net("Isolated", Some("ROUTED"))), 1), 22);
+        assert_eq!(ssh_port(Some(&net("Isolated", Some("NATTED"))), 1), 2222);
+        assert_eq!(ssh_port(None, 1), 2222);
+    }
+
+    #[test]
+    fn endpoint_hosts() {
+        assert_eq!(endpoint_host(Some("https://10.0.57.163:6443/")), Some("10.0.57.163".into()));
+        assert_eq!(endpoint_host(Some("https://[fd00::5]:6443/")), Some("fd00::5".into()));
+        assert_eq!(endpoint_host(Some("")), None);
+        assert_eq!(endpoint_host(None), None);
+    }
+
+    fn cluster(state: &str, ty: Option<&str>) -> KubernetesCluster {
+        serde_json::from_value(serde_json::json!({
+            "id": "c", "name": "n", "state": state, "clustertype": ty
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn which_clusters_are_checked() {
+        assert_eq!(skip_reason(&cluster("Running", Some("CloudManaged"))), None);
+        assert_eq!(skip_reason(&cluster("Alert", None)), None);
+        for state in ["Scaling", "Starting", "Stopped", "Upgrading", "RemovingNodes", "Error", "Created"] {
+            assert_eq!(
+                skip_reason(&cluster(state, None)),
+                Some(format!("state {state}: only Running and Alert clusters are checked"))
+            );
+        }
+        assert_eq!(
+            skip_reason(&cluster("Running", Some("ExternalManaged"))),
+            Some("ExternalManaged cluster: its VMs are not managed by CloudStack".into())
+        );
+    }
+}
