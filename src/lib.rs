@@ -11,3 +11,7 @@ pub mod diff;
 pub mod naming;
 pub mod snapshot;
 pub mod time;
+pub mod cycle;
+pub mod report;
+pub mod logging;
+pub mod cli;

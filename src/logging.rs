@@ -1,0 +1,28 @@
+//! Log output: to stderr (stdout is the report's), readable text on a terminal or JSON lines
+//! for journald and log shippers. `RUST_LOG` overrides the configured level.
+
+use std::io::IsTerminal;
+
+use tracing_subscriber::EnvFilter;
+
+use crate::config::LogFormat;
+
+/// The filter used when neither the config nor `RUST_LOG` says otherwise. russh is chatty at
+/// debug level (it prints known_hosts lines), so it is held at warn.
+pub const DEFAULT_FILTER: &str = "info,russh=warn";
+
+/// Installs the global subscriber once; later calls do nothing.
+pub fn init(level: &str, format: LogFormat) {
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|v| EnvFilter::try_new(v).ok())
+        .or_else(|| EnvFilter::try_new(format!("{level},russh=warn")).ok())
+        .unwrap_or_else(|| EnvFilter::new(DEFAULT_FILTER));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).try_init(),
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).try_init(),
+    };
+}

@@ -1,0 +1,170 @@
+//! The report of a cycle for people (text) and programs (JSON), and the exit code of `check`.
+//!
+//! Rendering only: what to report was decided by `cycle` and the dedupe.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::cycle::{ClusterStatus, CycleReport};
+use crate::diff::MismatchKind;
+
+/// Exit codes of `check`.
+pub mod exit {
+    /// Every checked cluster matches.
+    pub const MATCHES: i32 = 0;
+    /// At least one mismatch is open.
+    pub const MISMATCHES: i32 = 1;
+    /// The check could not run (bad config, API unreachable, bad credentials, state locked).
+    pub const CANNOT_RUN: i32 = 2;
+    /// No mismatch, but a cluster's nodes could not be listed (compared in part).
+    pub const PARTIAL: i32 = 3;
+}
+
+/// `(cluster id, mismatch key)` of the mismatches first reported by this cycle.
+pub type NewKeys = HashSet<(String, String)>;
+
+#[derive(Serialize)]
+struct JsonCluster<'a> {
+    id: &'a str,
+    name: &'a str,
+    status: ClusterStatus,
+    reason: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct JsonMismatch<'a> {
+    cluster_id: &'a str,
+    cluster: &'a str,
+    kind: MismatchKind,
+    key: String,
+    vm_id: Option<&'a str>,
+    vm_name: Option<&'a str>,
+    vm_state: Option<&'a str>,
+    node: Option<&'a str>,
+    reason: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    new: Option<bool>,
+}
+
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    started: String,
+    duration_seconds: f64,
+    clusters: Vec<JsonCluster<'a>>,
+    mismatches: Vec<JsonMismatch<'a>>,
+}
+
+/// The JSON report (see the README for the schema). `new` marks mismatches first reported
+/// by this cycle; it is omitted when the check ran without state.
+pub fn to_json(report: &CycleReport, new: Option<&NewKeys>) -> String {
+    let clusters = report
+        .clusters
+        .iter()
+        .map(|c| JsonCluster {
+            id: &c.id,
+            name: &c.name,
+            status: c.status,
+            reason: c.reason.as_deref(),
+        })
+        .collect();
+    let mismatches = report
+        .clusters
+        .iter()
+        .flat_map(|c| {
+            c.mismatches.iter().map(move |m| JsonMismatch {
+                cluster_id: &c.id,
+                cluster: &c.name,
+                kind: m.kind,
+                key: m.key(),
+                vm_id: m.vm_id.as_deref(),
+                vm_name: m.vm_name.as_deref(),
+                vm_state: m.vm_state.as_deref(),
+                node: m.node.as_deref(),
+                reason: &m.reason,
+                new: new.map(|n| n.contains(&(c.id.clone(), m.key()))),
+            })
+        })
+        .collect();
+    let json = JsonReport {
+        started: report.started.to_string(),
+        duration_seconds: (report.duration.as_secs_f64() * 1000.0).round() / 1000.0,
+        clusters,
+        mismatches,
+    };
+    serde_json::to_string_pretty(&json).expect("the report serializes") + "\n"
+}
+
+/// The text report for a person.
+pub fn to_text(report: &CycleReport, new: Option<&NewKeys>) -> String {
+    let count = |s: ClusterStatus| report.clusters.iter().filter(|c| c.status == s).count();
+    let total: usize = report.clusters.iter().map(|c| c.mismatches.len()).sum();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "cks-drift check at {}: {} clusters ({} checked, {} partial, {} skipped), {} mismatch{}",
+        report.started,
+        report.clusters.len(),
+        count(ClusterStatus::Checked),
+        count(ClusterStatus::Partial),
+        count(ClusterStatus::Skipped),
+        total,
+        if total == 1 { "" } else { "es" }
+    );
+    if !report.clusters.is_empty() {
+        out.push_str("\nClusters\n");
+    }
+    for c in &report.clusters {
+        let _ = write!(out, "  {:<8} {} ({})", c.status.as_str(), c.name, c.id);
+        if let Some(reason) = &c.reason {
+            let _ = write!(out, ": {reason}");
+        }
+        out.push('\n');
+    }
+    if total > 0 {
+        out.push_str("\nMismatches\n");
+    }
+    for c in &report.clusters {
+        for m in &c.mismatches {
+            let marker = match new {
+                Some(n) if n.contains(&(c.id.clone(), m.key())) => "[new] ",
+                Some(_) => "      ",
+                None => "",
+            };
+            let subject = match (&m.vm_name, &m.vm_id, &m.node) {
+                (Some(name), Some(id), _) => format!(
+                    "VM {name} ({id}, {})",
+                    m.vm_state.as_deref().unwrap_or("?")
+                ),
+                (None, Some(id), _) => format!("VM {id} ({})", m.vm_state.as_deref().unwrap_or("?")),
+                (_, _, Some(node)) => format!("node {node}"),
+                _ => format!("map {}", m.vm_state.as_deref().unwrap_or("")),
+            };
+            let _ = writeln!(
+                out,
+                "  {marker}{}  {}  {subject}\n  {}    {}",
+                c.name,
+                m.kind.as_str(),
+                " ".repeat(marker.len()),
+                m.reason
+            );
+        }
+    }
+    out
+}
+
+/// 1 while any mismatch is open, else 3 if a cluster was compared only in part (its nodes
+/// could not be listed, or an API call for it failed), else 0. Clusters skipped by rule or
+/// because an operation ran during the check do not count.
+pub fn exit_code(report: &CycleReport) -> i32 {
+    if report.clusters.iter().any(|c| !c.mismatches.is_empty()) {
+        exit::MISMATCHES
+    } else if report.clusters.iter().any(|c| {
+        c.status == ClusterStatus::Partial || c.skip == Some(crate::cycle::SkipKind::ApiFailed)
+    }) {
+        exit::PARTIAL
+    } else {
+        exit::MATCHES
+    }
+}
