@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::snapshot::{ClusterSnapshot, NodeView, VanishedHow, Vm, VmState};
 use crate::time::Timestamp;
@@ -29,7 +29,7 @@ impl Default for Policy {
 }
 
 /// The kinds of mismatch, as the JSON report names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MismatchKind {
     /// A mapped VM that is Destroyed, Expunging, in Error, expunged or missing.
@@ -73,7 +73,7 @@ impl MismatchKind {
 }
 
 /// The two sides whose findings are kept (and cleared) separately.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Side {
     /// The map against the cluster's VMs in CloudStack.
@@ -83,7 +83,7 @@ pub enum Side {
 }
 
 /// One mismatch in one cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Mismatch {
     pub kind: MismatchKind,
     pub vm_id: Option<String>,

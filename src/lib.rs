@@ -15,3 +15,4 @@ pub mod cycle;
 pub mod report;
 pub mod logging;
 pub mod cli;
+pub mod state;

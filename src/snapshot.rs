@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::time::Timestamp;
 
@@ -104,7 +104,7 @@ impl ClusterInfo {
 }
 
 /// What became of a mapped VM id that vanished from the cluster's `virtualmachines`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VanishedHow {
     /// `listVirtualMachines id=` gave an empty list: expunged or unmanaged.

@@ -1,0 +1,209 @@
+//! Dedupe state: what has been reported per cluster, what each cluster's map looked like, the
+//! alerts and annotations the daemon raised, and the notifications not yet delivered.
+//!
+//! `step` is the pure dedupe (report in, state and notifications out); `file` persists the
+//! state atomically under an exclusive lock. Delivery lives in `notify`.
+
+pub mod file;
+pub mod step;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::diff::{Mismatch, Side};
+use crate::snapshot::VanishedHow;
+use crate::time::Timestamp;
+
+/// The schema version written by this release.
+pub const VERSION: u32 = 1;
+
+/// Everything persisted between cycles.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct State {
+    pub version: u32,
+    /// By cluster id.
+    #[serde(default)]
+    pub clusters: BTreeMap<String, ClusterState>,
+    /// Notifications decided but not yet delivered, in order.
+    #[serde(default)]
+    pub outbox: Vec<Outgoing>,
+    /// Alerts this daemon raised and CloudStack stored, by `<cluster id>/<key>`.
+    #[serde(default)]
+    pub alerts: BTreeMap<String, AlertRecord>,
+    /// Annotations this daemon added, by `<cluster id>/<key>`: the annotation id.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+    /// Source of outbox ids.
+    #[serde(default)]
+    pub next_id: u64,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State {
+            version: VERSION,
+            clusters: BTreeMap::new(),
+            outbox: Vec::new(),
+            alerts: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            next_id: 1,
+        }
+    }
+}
+
+/// One cluster's remembered findings and map.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterState {
+    pub name: String,
+    #[serde(default)]
+    pub zone_id: Option<String>,
+    /// Reported mismatches of the VM side (map against VMs), by key.
+    #[serde(default)]
+    pub vms: BTreeMap<String, Reported>,
+    /// Reported mismatches of the node side (map against Kubernetes nodes), by key.
+    #[serde(default)]
+    pub nodes: BTreeMap<String, Reported>,
+    /// The mapped VM ids (with names) last seen, to find rows the API stops showing.
+    #[serde(default)]
+    pub map: BTreeMap<String, String>,
+    #[serde(default)]
+    pub expected_vms: u32,
+    /// Mapped VMs found gone, kept while their finding is open.
+    #[serde(default)]
+    pub vanished: BTreeMap<String, VanishedRecord>,
+}
+
+impl ClusterState {
+    pub fn side(&self, side: Side) -> &BTreeMap<String, Reported> {
+        match side {
+            Side::Vms => &self.vms,
+            Side::Nodes => &self.nodes,
+        }
+    }
+
+    pub fn side_mut(&mut self, side: Side) -> &mut BTreeMap<String, Reported> {
+        match side {
+            Side::Vms => &mut self.vms,
+            Side::Nodes => &mut self.nodes,
+        }
+    }
+}
+
+/// A reported mismatch, as it was when first reported.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reported {
+    pub mismatch: Mismatch,
+    pub since: Timestamp,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VanishedRecord {
+    pub name: Option<String>,
+    pub how: VanishedHow,
+}
+
+/// An alert CloudStack stored for this daemon.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AlertRecord {
+    pub alert_id: String,
+    pub alert_type: u32,
+    pub zone_id: Option<String>,
+    /// For a summary alert: the keys it stands for; archived once none is open.
+    #[serde(default)]
+    pub covers: Vec<String>,
+}
+
+/// Event level, as CloudStack names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Level {
+    Info,
+    Warn,
+}
+
+/// The event type every event of this check carries.
+pub const EVENT_TYPE: &str = "KUBERNETES.CLUSTER.VM.MAP.CHECK";
+
+/// A notification to deliver.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum Notification {
+    /// A line in the event log (and the log stream).
+    Event {
+        level: Level,
+        cluster_id: String,
+        cluster: String,
+        #[serde(default)]
+        key: Option<String>,
+        #[serde(default)]
+        kind: Option<String>,
+        #[serde(default)]
+        vm_id: Option<String>,
+        #[serde(default)]
+        vm_name: Option<String>,
+        #[serde(default)]
+        node: Option<String>,
+        description: String,
+        time: Timestamp,
+    },
+    /// `generateAlert` for one mismatch, or a summary (`covers` non-empty).
+    RaiseAlert {
+        cluster_id: String,
+        zone_id: Option<String>,
+        key: String,
+        description: String,
+        #[serde(default)]
+        covers: Vec<String>,
+    },
+    /// `archiveAlerts` of the alert recorded under `<cluster id>/<key>`.
+    ArchiveAlert { cluster_id: String, key: String },
+    /// `addAnnotation` (admin only) on the cluster.
+    AddAnnotation {
+        cluster_id: String,
+        key: String,
+        text: String,
+    },
+    /// `removeAnnotation` of the annotation recorded under `<cluster id>/<key>`.
+    RemoveAnnotation { cluster_id: String, key: String },
+}
+
+impl Notification {
+    /// The `<cluster id>/<key>` it is about, if any: later notifications about the same
+    /// thing wait for earlier ones.
+    pub fn subject(&self) -> Option<String> {
+        match self {
+            Notification::Event { .. } => None,
+            Notification::RaiseAlert { cluster_id, key, .. }
+            | Notification::ArchiveAlert { cluster_id, key }
+            | Notification::AddAnnotation { cluster_id, key, .. }
+            | Notification::RemoveAnnotation { cluster_id, key } => Some(record_key(cluster_id, key)),
+        }
+    }
+
+    /// The channel, for metrics: `event_log`, `alert` or `annotation`.
+    pub fn channel(&self) -> &'static str {
+        match self {
+            Notification::Event { .. } => "event_log",
+            Notification::RaiseAlert { .. } | Notification::ArchiveAlert { .. } => "alert",
+            Notification::AddAnnotation { .. } | Notification::RemoveAnnotation { .. } => "annotation",
+        }
+    }
+}
+
+/// A queued notification with its id and delivery attempts so far.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outgoing {
+    pub id: u64,
+    #[serde(default)]
+    pub attempts: u32,
+    #[serde(default)]
+    pub last_error: Option<String>,
+    #[serde(flatten)]
+    pub notification: Notification,
+}
+
+/// `<cluster id>/<key>`, the key of alert and annotation records.
+pub fn record_key(cluster_id: &str, key: &str) -> String {
+    format!("{cluster_id}/{key}")
+}

@@ -1,0 +1,389 @@
+//! The pure dedupe step: a cycle's report and the previous state in; the new state, the
+//! notifications to send and the keys first reported out. No clock, I/O or randomness.
+//!
+//! Rules (as upstream): per cluster, the VM side and the node side are kept separately; a
+//! mismatch is reported once, and again only after it went away and came back; when a side
+//! matches again, its entry is cleared and an INFO event says so. A cluster only partly
+//! checked keeps its node side; a skipped cluster keeps everything.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use crate::cycle::{ClusterStatus, CycleReport, PreviousMap};
+use crate::diff::{Mismatch, MismatchKind, Side};
+use crate::report::NewKeys;
+use crate::snapshot::VanishedHow;
+use crate::state::{
+    ClusterState, Level, Notification, Outgoing, Reported, State, VanishedRecord, record_key,
+};
+use crate::time::Timestamp;
+
+/// Which channels are on, and the alert cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepSettings {
+    pub alerts: bool,
+    pub annotations: bool,
+    /// New mismatches of one cluster in one cycle that get an alert each; the rest share one.
+    pub alert_cap: usize,
+}
+
+/// What a step decided besides the new state.
+#[derive(Debug, Default, PartialEq)]
+pub struct StepOutcome {
+    /// Mismatches first reported by this cycle.
+    pub new: NewKeys,
+    /// Every open mismatch per cluster id after the step (kept ones included).
+    pub open: BTreeMap<String, Vec<Mismatch>>,
+}
+
+/// CloudStack stores at most 999 characters of an alert's description.
+pub const ALERT_DESCRIPTION_MAX: usize = 999;
+
+fn hint(kind: MismatchKind) -> &'static str {
+    match kind {
+        MismatchKind::MappedVm => {
+            "Check whether the VM was destroyed or expunged on purpose, and the cluster's VM map (kubernetes_cluster_vm_map) that still lists it."
+        }
+        MismatchKind::UnmappedVm => {
+            "Check whether the VM is a node of the cluster whose map row was lost, or a stray VM named like one."
+        }
+        MismatchKind::NodeWithoutVm => {
+            "Check the node with kubectl on the control node: a node object left behind, or a machine CloudStack does not know."
+        }
+        MismatchKind::VmNotANode => {
+            "Check kubelet on the VM and whether the node was deleted from Kubernetes."
+        }
+        MismatchKind::MapCount => {
+            "Compare the cluster's VM map in the database with its VMs: rows may point to expunged or unknown VMs."
+        }
+    }
+}
+
+fn truncate_chars(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// The marker that ends every alert and annotation text: it lets delivery find what it
+/// already stored after a crash.
+pub fn marker(cluster_id: &str, key: &str) -> String {
+    format!("[cks-drift {}]", record_key(cluster_id, key))
+}
+
+/// The alert description: the cluster and the VM or node first, then what was found, that
+/// nothing was changed, and what to check.
+pub fn alert_description(cluster: &str, cluster_id: &str, m: &Mismatch) -> String {
+    let subject = match (&m.vm_name, &m.vm_id, &m.node) {
+        (Some(name), Some(id), _) => format!("VM {name} ({id})"),
+        (None, Some(id), _) => format!("VM {id}"),
+        (_, _, Some(node)) => format!("node {node}"),
+        _ => "VM map".to_string(),
+    };
+    let tail = format!(" {}", marker(cluster_id, &m.key()));
+    let body = format!(
+        "Kubernetes cluster {cluster}, {subject}: {}. Nothing was changed. {}",
+        m.reason,
+        hint(m.kind)
+    );
+    truncate_chars(&body, ALERT_DESCRIPTION_MAX - tail.chars().count()) + &tail
+}
+
+fn summary_description(cluster: &str, cluster_id: &str, key: &str, rest: &[&Mismatch]) -> String {
+    let tail = format!(" {}", marker(cluster_id, key));
+    let list: Vec<String> = rest.iter().map(|m| m.key()).collect();
+    let body = format!(
+        "Kubernetes cluster {cluster}: {} more VM map mismatches found at once ({}). Nothing was changed. Each is in the event log and in an annotation on the cluster.",
+        rest.len(),
+        list.join(", ")
+    );
+    truncate_chars(&body, ALERT_DESCRIPTION_MAX - tail.chars().count()) + &tail
+}
+
+/// The annotation text: names the VM (name and id) or node, what was found, and what to check.
+pub fn annotation_text(cluster_id: &str, m: &Mismatch) -> String {
+    format!(
+        "{}. Nothing was changed. {} {}",
+        m.reason,
+        hint(m.kind),
+        marker(cluster_id, &m.key())
+    )
+}
+
+fn side_text(side: Side) -> &'static str {
+    match side {
+        Side::Vms => "the VMs of the cluster in CloudStack",
+        Side::Nodes => "the Kubernetes nodes of the cluster",
+    }
+}
+
+/// The map memory the next cycle's probe needs, per cluster id.
+pub fn previous_maps(state: &State) -> HashMap<String, PreviousMap> {
+    state
+        .clusters
+        .iter()
+        .map(|(id, c)| {
+            let vanished = c
+                .vanished
+                .iter()
+                .filter(|(vm, _)| c.vms.contains_key(&format!("mapped_vm:{vm}")))
+                .map(|(vm, r)| (vm.clone(), (r.name.clone(), r.how)))
+                .collect();
+            (
+                id.clone(),
+                PreviousMap {
+                    vms: c.map.clone(),
+                    expected_vms: c.expected_vms,
+                    vanished,
+                },
+            )
+        })
+        .collect()
+}
+
+struct Queue<'a> {
+    state: &'a mut State,
+}
+
+impl Queue<'_> {
+    fn push(&mut self, n: Notification) {
+        let id = self.state.next_id;
+        self.state.next_id += 1;
+        self.state.outbox.push(Outgoing {
+            id,
+            attempts: 0,
+            last_error: None,
+            notification: n,
+        });
+    }
+}
+
+fn event(level: Level, cluster_id: &str, cluster: &str, m: Option<&Mismatch>, description: String, now: Timestamp) -> Notification {
+    Notification::Event {
+        level,
+        cluster_id: cluster_id.to_string(),
+        cluster: cluster.to_string(),
+        key: m.map(|m| m.key()),
+        kind: m.map(|m| m.kind.as_str().to_string()),
+        vm_id: m.and_then(|m| m.vm_id.clone()),
+        vm_name: m.and_then(|m| m.vm_name.clone()),
+        node: m.and_then(|m| m.node.clone()),
+        description,
+        time: now,
+    }
+}
+
+/// Applies one cycle's report to the state and queues the notifications it calls for.
+pub fn step(state: &mut State, report: &CycleReport, settings: &StepSettings, now: Timestamp) -> StepOutcome {
+    let mut outcome = StepOutcome::default();
+    let seen: HashSet<&str> = report.clusters.iter().map(|c| c.id.as_str()).collect();
+
+    for c in &report.clusters {
+        let mut entry = state.clusters.remove(&c.id).unwrap_or_default();
+        entry.name = c.name.clone();
+        entry.zone_id = c.zone_id.clone().or(entry.zone_id);
+
+        let sides: &[Side] = match c.status {
+            ClusterStatus::Checked => &[Side::Vms, Side::Nodes],
+            ClusterStatus::Partial => &[Side::Vms],
+            ClusterStatus::Skipped => &[],
+        };
+        let mut new: Vec<&Mismatch> = Vec::new();
+        let mut resolved: Vec<String> = Vec::new();
+        let mut matches_again: Vec<Side> = Vec::new();
+        for &side in sides {
+            let fresh: BTreeMap<String, &Mismatch> = c
+                .mismatches
+                .iter()
+                .filter(|m| m.side() == side)
+                .map(|m| (m.key(), m))
+                .collect();
+            let prev = std::mem::take(entry.side_mut(side));
+            for key in prev.keys() {
+                if !fresh.contains_key(key) {
+                    resolved.push(key.clone());
+                }
+            }
+            if fresh.is_empty() && !prev.is_empty() {
+                matches_again.push(side);
+            }
+            let mut next = BTreeMap::new();
+            for (key, m) in fresh {
+                let since = match prev.get(&key) {
+                    Some(r) => r.since,
+                    None => {
+                        new.push(m);
+                        now
+                    }
+                };
+                next.insert(key, Reported { mismatch: m.clone(), since });
+            }
+            *entry.side_mut(side) = next;
+        }
+        if c.status != ClusterStatus::Skipped {
+            entry.map = c.mapped.iter().cloned().collect();
+            entry.expected_vms = c.expected_vms;
+            entry.vanished = c
+                .mismatches
+                .iter()
+                .filter(|m| m.kind == MismatchKind::MappedVm)
+                .filter_map(|m| {
+                    let how = match m.vm_state.as_deref() {
+                        Some("Expunged") => VanishedHow::Expunged,
+                        Some("Missing") => VanishedHow::DoesNotExist,
+                        _ => return None,
+                    };
+                    Some((m.vm_id.clone()?, VanishedRecord { name: m.vm_name.clone(), how }))
+                })
+                .collect();
+        }
+
+        let mut q = Queue { state };
+        for m in &new {
+            outcome.new.insert((c.id.clone(), m.key()));
+            q.push(event(Level::Warn, &c.id, &c.name, Some(m), m.reason.clone(), now));
+            if settings.annotations {
+                q.push(Notification::AddAnnotation {
+                    cluster_id: c.id.clone(),
+                    key: m.key(),
+                    text: annotation_text(&c.id, m),
+                });
+            }
+        }
+        if settings.alerts && !new.is_empty() {
+            let cap = settings.alert_cap.max(1);
+            for m in new.iter().take(cap) {
+                q.push(Notification::RaiseAlert {
+                    cluster_id: c.id.clone(),
+                    zone_id: entry.zone_id.clone(),
+                    key: m.key(),
+                    description: alert_description(&c.name, &c.id, m),
+                    covers: vec![],
+                });
+            }
+            if new.len() > cap {
+                let rest: Vec<&Mismatch> = new[cap..].to_vec();
+                let key = format!("summary:{}", now.to_compact());
+                q.push(Notification::RaiseAlert {
+                    cluster_id: c.id.clone(),
+                    zone_id: entry.zone_id.clone(),
+                    description: summary_description(&c.name, &c.id, &key, &rest),
+                    covers: rest.iter().map(|m| m.key()).collect(),
+                    key,
+                });
+            }
+        }
+        for key in &resolved {
+            close(&mut q, &c.id, key, settings);
+        }
+        if settings.alerts && !resolved.is_empty() {
+            let open: BTreeSet<&String> = entry.vms.keys().chain(entry.nodes.keys()).collect();
+            for key in summaries_to_archive(q.state, &c.id, &open) {
+                q.push(Notification::ArchiveAlert { cluster_id: c.id.clone(), key });
+            }
+        }
+        for side in matches_again {
+            let description = format!(
+                "The VM map of Kubernetes cluster {} matches {} again",
+                c.name,
+                side_text(side)
+            );
+            q.push(event(Level::Info, &c.id, &c.name, None, description, now));
+        }
+
+        let open: Vec<Mismatch> = entry
+            .vms
+            .values()
+            .chain(entry.nodes.values())
+            .map(|r| r.mismatch.clone())
+            .collect();
+        if !open.is_empty() {
+            let mut open = open;
+            open.sort_by_key(|m| (m.kind, m.key()));
+            outcome.open.insert(c.id.clone(), open);
+        }
+        state.clusters.insert(c.id.clone(), entry);
+    }
+
+    // Clusters that no longer exist: close what was open for them. An empty listing is not
+    // taken as "every cluster is gone" (a key that lost its rights sees nothing).
+    if !report.clusters.is_empty() {
+        let gone: Vec<String> = state.clusters.keys().filter(|id| !seen.contains(id.as_str())).cloned().collect();
+        for id in gone {
+            let entry = state.clusters.remove(&id).unwrap_or_default();
+            let keys: Vec<String> = entry.vms.keys().chain(entry.nodes.keys()).cloned().collect();
+            let mut q = Queue { state };
+            for key in &keys {
+                close(&mut q, &id, key, settings);
+            }
+            if settings.alerts {
+                for key in summaries_to_archive(q.state, &id, &BTreeSet::new()) {
+                    q.push(Notification::ArchiveAlert { cluster_id: id.clone(), key });
+                }
+            }
+            if !keys.is_empty() {
+                let description = format!(
+                    "Kubernetes cluster {} no longer exists; its {} open VM map findings are closed",
+                    entry.name,
+                    keys.len()
+                );
+                q.push(event(Level::Info, &id, &entry.name, None, description, now));
+            }
+        }
+    }
+    outcome
+}
+
+fn close(q: &mut Queue<'_>, cluster_id: &str, key: &str, settings: &StepSettings) {
+    // Archive and remove even when the channel was turned off since: what this daemon
+    // raised, it takes back. Delivery skips what was never recorded.
+    let rk = record_key(cluster_id, key);
+    let raised = q.state.alerts.contains_key(&rk) || pending(q.state, &rk, "alert");
+    if raised || settings.alerts {
+        q.push(Notification::ArchiveAlert { cluster_id: cluster_id.to_string(), key: key.to_string() });
+    }
+    let annotated = q.state.annotations.contains_key(&rk) || pending(q.state, &rk, "annotation");
+    if annotated || settings.annotations {
+        q.push(Notification::RemoveAnnotation { cluster_id: cluster_id.to_string(), key: key.to_string() });
+    }
+}
+
+fn pending(state: &State, subject: &str, channel: &str) -> bool {
+    state
+        .outbox
+        .iter()
+        .any(|o| o.notification.channel() == channel && o.notification.subject().as_deref() == Some(subject))
+}
+
+/// Summary alerts of a cluster (recorded or still queued) none of whose keys is open.
+fn summaries_to_archive(state: &State, cluster_id: &str, open: &BTreeSet<&String>) -> Vec<String> {
+    let prefix = format!("{cluster_id}/");
+    let mut out: Vec<String> = state
+        .alerts
+        .iter()
+        .filter(|(rk, r)| rk.starts_with(&prefix) && !r.covers.is_empty() && r.covers.iter().all(|k| !open.contains(k)))
+        .map(|(rk, _)| rk[prefix.len()..].to_string())
+        .collect();
+    for o in &state.outbox {
+        if let Notification::RaiseAlert { cluster_id: cid, key, covers, .. } = &o.notification
+            && cid == cluster_id
+            && !covers.is_empty()
+            && covers.iter().all(|k| !open.contains(k))
+            && !out.contains(key)
+        {
+            out.push(key.clone());
+        }
+    }
+    // Do not queue the same archive twice.
+    out.retain(|key| {
+        !state.outbox.iter().any(|o| {
+            matches!(&o.notification, Notification::ArchiveAlert { cluster_id: cid, key: k } if cid == cluster_id && k == key)
+        })
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,332 @@
+//! The dedupe rules, cycle by cycle, without I/O.
+
+use std::time::Duration;
+
+use super::*;
+use crate::cycle::{ClusterOutcome, SkipKind};
+
+const T0: i64 = 1_800_000_000;
+
+fn at(min: i64) -> Timestamp {
+    Timestamp::from_unix(T0 + min * 60)
+}
+
+fn m(kind: MismatchKind, subject: &str) -> Mismatch {
+    let (vm_id, vm_name, node) = match kind {
+        MismatchKind::NodeWithoutVm => (None, None, Some(subject.to_string())),
+        _ => (Some(subject.to_string()), Some(format!("web-node-{subject}")), None),
+    };
+    Mismatch {
+        kind,
+        vm_id,
+        vm_name,
+        vm_state: Some("Running".into()),
+        node,
+        reason: format!("{} {subject}", kind.as_str()),
+    }
+}
+
+fn cluster(status: ClusterStatus, mismatches: Vec<Mismatch>) -> ClusterOutcome {
+    ClusterOutcome {
+        id: "c1".into(),
+        name: "web".into(),
+        zone_id: Some("z1".into()),
+        status,
+        skip: (status == ClusterStatus::Skipped).then_some(SkipKind::Rule),
+        reason: None,
+        node_failure: None,
+        mismatches,
+        mapped: vec![("v1".into(), "web-control-1".into())],
+        expected_vms: 3,
+    }
+}
+
+fn report(clusters: Vec<ClusterOutcome>, min: i64) -> CycleReport {
+    CycleReport {
+        started: at(min),
+        duration: Duration::from_secs(1),
+        clusters,
+    }
+}
+
+const ON: StepSettings = StepSettings {
+    alerts: true,
+    annotations: true,
+    alert_cap: 5,
+};
+
+/// The queued notifications, as short strings, and the outbox emptied (as if delivered).
+fn drain(state: &mut State) -> Vec<String> {
+    state
+        .outbox
+        .drain(..)
+        .map(|o| match o.notification {
+            Notification::Event { level, key, description, .. } => {
+                format!("event {level:?} {} {description}", key.unwrap_or_default())
+            }
+            Notification::RaiseAlert { key, covers, .. } if covers.is_empty() => format!("alert {key}"),
+            Notification::RaiseAlert { covers, .. } => format!("summary alert {}", covers.join(",")),
+            Notification::ArchiveAlert { key, .. } => format!("archive {key}"),
+            Notification::AddAnnotation { key, .. } => format!("annotate {key}"),
+            Notification::RemoveAnnotation { key, .. } => format!("unannotate {key}"),
+        })
+        .collect()
+}
+
+use MismatchKind::*;
+
+#[test]
+fn reported_once_then_silent() {
+    let mut s = State::default();
+    let r = report(vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])], 0);
+    let out = step(&mut s, &r, &ON, at(0));
+    assert_eq!(out.new, [("c1".to_string(), "unmapped_vm:v2".to_string())].into());
+    assert_eq!(
+        drain(&mut s),
+        vec![
+            "event Warn unmapped_vm:v2 unmapped_vm v2",
+            "annotate unmapped_vm:v2",
+            "alert unmapped_vm:v2"
+        ]
+    );
+    for cycle in 1..4 {
+        let out = step(&mut s, &report(r.clusters.clone(), cycle * 5), &ON, at(cycle * 5));
+        assert!(out.new.is_empty());
+        assert_eq!(drain(&mut s), Vec::<String>::new(), "cycle {cycle}");
+        assert_eq!(out.open["c1"].len(), 1);
+    }
+    // It keeps the time it was first reported.
+    assert_eq!(s.clusters["c1"].vms["unmapped_vm:v2"].since, at(0));
+}
+
+#[test]
+fn resolved_then_back_is_reported_again() {
+    let mut s = State::default();
+    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])], 0), &ON, at(0));
+    drain(&mut s);
+    let out = step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![])], 5), &ON, at(5));
+    assert!(out.open.is_empty());
+    assert_eq!(
+        drain(&mut s),
+        vec![
+            "archive unmapped_vm:v2",
+            "unannotate unmapped_vm:v2",
+            "event Info  The VM map of Kubernetes cluster web matches the VMs of the cluster in CloudStack again"
+        ]
+    );
+    assert!(s.clusters["c1"].vms.is_empty());
+    let out = step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])], 10), &ON, at(10));
+    assert_eq!(out.new.len(), 1);
+    assert_eq!(drain(&mut s).len(), 3);
+}
+
+#[test]
+fn only_new_mismatches_are_reported_when_the_set_changes() {
+    let mut s = State::default();
+    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![m(MappedVm, "v1"), m(UnmappedVm, "v2")])], 0), &ON, at(0));
+    drain(&mut s);
+    let out = step(
+        &mut s,
+        &report(vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2"), m(UnmappedVm, "v3")])], 5),
+        &ON,
+        at(5),
+    );
+    assert_eq!(out.new, [("c1".to_string(), "unmapped_vm:v3".to_string())].into());
+    // v1 resolved (no INFO: the VM side still has v2 and v3), v3 new.
+    assert_eq!(
+        drain(&mut s),
+        vec![
+            "event Warn unmapped_vm:v3 unmapped_vm v3",
+            "annotate unmapped_vm:v3",
+            "alert unmapped_vm:v3",
+            "archive mapped_vm:v1",
+            "unannotate mapped_vm:v1"
+        ]
+    );
+}
+
+#[test]
+fn a_mapped_vm_keeps_its_key_from_destroyed_to_gone() {
+    let mut s = State::default();
+    let mut destroyed = m(MappedVm, "v1");
+    destroyed.vm_state = Some("Destroyed".into());
+    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![destroyed.clone()])], 0), &ON, at(0));
+    drain(&mut s);
+    for state in ["Expunging", "Expunged"] {
+        let mut next = destroyed.clone();
+        next.vm_state = Some(state.into());
+        next.reason = format!("now {state}");
+        let out = step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![next])], 5), &ON, at(5));
+        assert!(out.new.is_empty(), "{state}");
+        assert_eq!(drain(&mut s), Vec::<String>::new(), "{state}");
+    }
+    // Gone: remembered for the next cycle's probe while the finding is open.
+    assert_eq!(s.clusters["c1"].vanished["v1"].how, VanishedHow::Expunged);
+    assert_eq!(previous_maps(&s)["c1"].vanished.len(), 1);
+}
+
+#[test]
+fn sides_are_kept_separately() {
+    let mut s = State::default();
+    step(
+        &mut s,
+        &report(vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2"), m(VmNotANode, "v3")])], 0),
+        &ON,
+        at(0),
+    );
+    drain(&mut s);
+    let out = step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])], 5), &ON, at(5));
+    assert_eq!(
+        drain(&mut s),
+        vec![
+            "archive vm_not_a_node:v3",
+            "unannotate vm_not_a_node:v3",
+            "event Info  The VM map of Kubernetes cluster web matches the Kubernetes nodes of the cluster again"
+        ]
+    );
+    assert_eq!(out.open["c1"], vec![m(UnmappedVm, "v2")]);
+}
+
+#[test]
+fn partial_check_keeps_node_findings_and_compares_vms() {
+    // Upstream scenario 5: SSH broken. The node finding is kept (neither cleared nor
+    // reported again), a new VM-side finding is reported.
+    let mut s = State::default();
+    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![m(VmNotANode, "v3")])], 0), &ON, at(0));
+    drain(&mut s);
+    let out = step(&mut s, &report(vec![cluster(ClusterStatus::Partial, vec![m(UnmappedVm, "v2")])], 5), &ON, at(5));
+    assert_eq!(out.new, [("c1".to_string(), "unmapped_vm:v2".to_string())].into());
+    assert_eq!(
+        drain(&mut s),
+        vec!["event Warn unmapped_vm:v2 unmapped_vm v2", "annotate unmapped_vm:v2", "alert unmapped_vm:v2"]
+    );
+    assert_eq!(out.open["c1"], vec![m(UnmappedVm, "v2"), m(VmNotANode, "v3")]);
+    // SSH back, both gone: two INFO events.
+    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![])], 10), &ON, at(10));
+    let sent = drain(&mut s);
+    assert_eq!(sent.iter().filter(|l| l.starts_with("event Info")).count(), 2, "{sent:?}");
+}
+
+#[test]
+fn skipped_cluster_keeps_everything() {
+    let mut s = State::default();
+    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])], 0), &ON, at(0));
+    drain(&mut s);
+    let before = s.clusters["c1"].clone();
+    let out = step(&mut s, &report(vec![cluster(ClusterStatus::Skipped, vec![])], 5), &ON, at(5));
+    assert_eq!(drain(&mut s), Vec::<String>::new());
+    assert_eq!(s.clusters["c1"], before);
+    assert_eq!(out.open["c1"], vec![m(UnmappedVm, "v2")]);
+}
+
+#[test]
+fn alert_cap_gives_a_summary() {
+    let mut s = State::default();
+    let many: Vec<Mismatch> = (1..=8).map(|i| m(UnmappedVm, &format!("v{i}"))).collect();
+    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, many)], 0), &ON, at(0));
+    let sent = drain(&mut s);
+    assert_eq!(sent.iter().filter(|l| l.starts_with("event Warn")).count(), 8);
+    assert_eq!(sent.iter().filter(|l| l.starts_with("annotate")).count(), 8);
+    let alerts: Vec<&String> = sent.iter().filter(|l| l.contains("alert")).collect();
+    assert_eq!(
+        alerts,
+        vec![
+            "alert unmapped_vm:v1",
+            "alert unmapped_vm:v2",
+            "alert unmapped_vm:v3",
+            "alert unmapped_vm:v4",
+            "alert unmapped_vm:v5",
+            "summary alert unmapped_vm:v6,unmapped_vm:v7,unmapped_vm:v8"
+        ]
+    );
+}
+
+#[test]
+fn summary_alert_is_archived_when_all_it_covers_resolve() {
+    let mut s = State::default();
+    let many: Vec<Mismatch> = (1..=7).map(|i| m(UnmappedVm, &format!("v{i}"))).collect();
+    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, many.clone())], 0), &ON, at(0));
+    // Delivery records the summary alert.
+    let summary_key = format!("summary:{}", at(0).to_compact());
+    s.alerts.insert(
+        record_key("c1", &summary_key),
+        crate::state::AlertRecord {
+            alert_id: "a-9".into(),
+            alert_type: 3009,
+            zone_id: Some("z1".into()),
+            covers: vec!["unmapped_vm:v6".into(), "unmapped_vm:v7".into()],
+        },
+    );
+    drain(&mut s);
+    // v7 resolves: v6 still open, the summary stays.
+    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, many[..6].to_vec())], 5), &ON, at(5));
+    assert!(!drain(&mut s).iter().any(|l| l.contains("summary")));
+    // v6 resolves too: the summary is archived.
+    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, many[..5].to_vec())], 10), &ON, at(10));
+    assert!(drain(&mut s).contains(&format!("archive {summary_key}")));
+}
+
+#[test]
+fn channels_off_queue_only_events() {
+    let mut s = State::default();
+    let off = StepSettings { alerts: false, annotations: false, alert_cap: 5 };
+    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])], 0), &off, at(0));
+    assert_eq!(drain(&mut s), vec!["event Warn unmapped_vm:v2 unmapped_vm v2"]);
+    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![])], 5), &off, at(5));
+    assert_eq!(
+        drain(&mut s),
+        vec!["event Info  The VM map of Kubernetes cluster web matches the VMs of the cluster in CloudStack again"]
+    );
+}
+
+#[test]
+fn deleted_cluster_is_closed_but_an_empty_listing_is_not_trusted() {
+    let mut s = State::default();
+    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])], 0), &ON, at(0));
+    drain(&mut s);
+    // An empty cluster listing changes nothing.
+    step(&mut s, &report(vec![], 5), &ON, at(5));
+    assert_eq!(drain(&mut s), Vec::<String>::new());
+    assert!(s.clusters.contains_key("c1"));
+    // Another cluster listed, c1 gone: closed.
+    let mut other = cluster(ClusterStatus::Checked, vec![]);
+    other.id = "c2".into();
+    step(&mut s, &report(vec![other], 10), &ON, at(10));
+    assert_eq!(
+        drain(&mut s),
+        vec![
+            "archive unmapped_vm:v2",
+            "unannotate unmapped_vm:v2",
+            "event Info  Kubernetes cluster web no longer exists; its 1 open VM map findings are closed"
+        ]
+    );
+    assert!(!s.clusters.contains_key("c1"));
+}
+
+#[test]
+fn texts_name_the_cluster_and_the_vm_and_fit_cloudstack() {
+    let mut mm = m(MappedVm, "v1");
+    mm.reason = "VM web-node-v1 (v1) is one of the VMs of Kubernetes cluster web in CloudStack, but is destroyed".into();
+    let d = alert_description("web", "c1", &mm);
+    assert_eq!(
+        d,
+        "Kubernetes cluster web, VM web-node-v1 (v1): VM web-node-v1 (v1) is one of the VMs of Kubernetes cluster web in CloudStack, but is destroyed. Nothing was changed. Check whether the VM was destroyed or expunged on purpose, and the cluster's VM map (kubernetes_cluster_vm_map) that still lists it. [cks-drift c1/mapped_vm:v1]"
+    );
+    mm.reason = "x".repeat(5000);
+    let d = alert_description("web", "c1", &mm);
+    assert_eq!(d.chars().count(), ALERT_DESCRIPTION_MAX);
+    assert!(d.ends_with("… [cks-drift c1/mapped_vm:v1]"));
+    let a = annotation_text("c1", &m(NodeWithoutVm, "stray"));
+    assert!(a.starts_with("node_without_vm stray. Nothing was changed. Check the node"), "{a}");
+    assert!(a.ends_with("[cks-drift c1/node_without_vm:stray]"));
+}
+
+#[test]
+fn state_round_trips_through_json() {
+    let mut s = State::default();
+    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])], 0), &ON, at(0));
+    let text = serde_json::to_string_pretty(&s).unwrap();
+    let back: State = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, s);
+    assert!(text.contains("\"action\": \"raise_alert\""), "{text}");
+}
