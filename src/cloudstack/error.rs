@@ -182,7 +182,10 @@ mod tests {
         for status in [400, 401, 404, 500, 530] {
             assert!(!http(status).is_transient(), "{status}");
         }
-        for code in [431, 432, 530, 531, 532, 533, 534, 535, 536, 537] {
+        // CloudStack's own API_LIMIT_EXCEED and SERVICE_UNAVAILABLE mean "not now".
+        assert!(cloudstack(429).is_transient());
+        assert!(cloudstack(503).is_transient());
+        for code in [400, 401, 431, 432, 530, 531, 532, 533, 534, 535, 536, 537] {
             assert!(!cloudstack(code).is_transient(), "{code}");
         }
         let unauthorized = ApiError::Unauthorized {
