@@ -1,6 +1,9 @@
 //! The CloudStack API: request signing, the HTTP client (paging, retries, async jobs) and the
 //! response types cks-drift reads.
 
+pub mod client;
+pub mod error;
+pub mod http;
 pub mod model;
 pub mod sign;
 pub mod transport;

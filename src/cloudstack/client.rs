@@ -1,0 +1,1037 @@
+//! The CloudStack API client: one command with retries of outages, every page of a list
+//! command, and asynchronous jobs polled to their end. It reads CloudStack's answers into
+//! JSON values or model types; which commands to call, and what the answers mean for a
+//! cluster, belong to the callers. Signing and the wire are behind [`Transport`].
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::Rng;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::error::ApiError;
+use super::http::HttpTransport;
+use super::transport::{ApiRequest, RawResponse, Transport};
+use crate::config::CloudStackSettings;
+
+/// Longest part of an unexpected answer kept in an error.
+const SNIPPET_CHARS: usize = 200;
+
+/// Pages read from one list command at most when the server sends no `count`: a server that
+/// ignores `page` would otherwise be read forever.
+const MAX_PAGES: u32 = 10_000;
+
+/// Retries of transient failures: capped exponential backoff with full jitter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included (1 means no retry).
+    pub attempts: u32,
+    /// Upper bound of the wait before the first retry; doubled for each further retry.
+    pub base_delay: Duration,
+    /// The wait never exceeds this.
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            attempts: 3,
+            base_delay: Duration::from_millis(200),
+            max_delay: Duration::from_secs(5),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The longest wait before retry number `retry` (1-based): `base * 2^(retry-1)`, capped.
+    pub fn max_backoff(&self, retry: u32) -> Duration {
+        let factor = 1u32
+            .checked_shl(retry.saturating_sub(1))
+            .unwrap_or(u32::MAX);
+        self.base_delay
+            .checked_mul(factor)
+            .unwrap_or(self.max_delay)
+            .min(self.max_delay)
+    }
+
+    /// A wait drawn uniformly from zero to [`RetryPolicy::max_backoff`] ("full jitter"), so
+    /// clients that failed together do not retry together.
+    pub fn backoff(&self, retry: u32) -> Duration {
+        let max = self.max_backoff(retry);
+        let millis = u64::try_from(max.as_millis()).unwrap_or(u64::MAX);
+        Duration::from_millis(rand::rng().random_range(0..=millis))
+    }
+}
+
+/// How the client pages, retries and waits for asynchronous jobs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientOptions {
+    /// Rows per page of list commands (at most the server's `default.page.size`).
+    pub page_size: u32,
+    pub retry: RetryPolicy,
+    /// Wait between two `queryAsyncJobResult` calls.
+    pub async_poll_interval: Duration,
+    /// How long an asynchronous job may stay pending before the client gives up on it.
+    pub async_deadline: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            page_size: 500,
+            retry: RetryPolicy::default(),
+            async_poll_interval: Duration::from_secs(2),
+            async_deadline: Duration::from_secs(120),
+        }
+    }
+}
+
+/// What one HTTP attempt came to, as counted by [`Client::stats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Ok,
+    Error,
+    Transient,
+}
+
+impl Outcome {
+    fn of(result: &Result<Value, ApiError>) -> Outcome {
+        match result {
+            Ok(_) => Outcome::Ok,
+            Err(e) if e.is_transient() => Outcome::Transient,
+            Err(_) => Outcome::Error,
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Error => "error",
+            Outcome::Transient => "transient",
+        }
+    }
+}
+
+/// A CloudStack API client. Cheap to share behind an `Arc`; calls may run concurrently.
+pub struct Client {
+    transport: Arc<dyn Transport>,
+    options: ClientOptions,
+    /// Only to name the server in errors.
+    endpoint: String,
+    /// Attempts per (command, outcome).
+    stats: Mutex<BTreeMap<(String, &'static str), u64>>,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("endpoint", &self.endpoint)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// A client talking HTTP(S) to the management server of `settings`.
+    pub fn new(settings: &CloudStackSettings) -> Result<Client, ApiError> {
+        let transport = HttpTransport::new(settings)?;
+        let options = ClientOptions {
+            page_size: settings.page_size,
+            ..ClientOptions::default()
+        };
+        Ok(Client::with_transport(Arc::new(transport), options).with_endpoint(&settings.url))
+    }
+
+    /// A client over any transport (an in-memory simulator, a test double).
+    pub fn with_transport(transport: Arc<dyn Transport>, options: ClientOptions) -> Client {
+        Client {
+            transport,
+            options,
+            endpoint: "(endpoint not set)".to_string(),
+            stats: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Names the management server in errors (for example in [`ApiError::Unauthorized`]).
+    pub fn with_endpoint(mut self, url: impl Into<String>) -> Client {
+        self.endpoint = url.into();
+        self
+    }
+
+    pub fn options(&self) -> &ClientOptions {
+        &self.options
+    }
+
+    /// HTTP attempts so far, per command and outcome (`"ok"`, `"error"`, `"transient"`),
+    /// sorted by command then outcome.
+    pub fn stats(&self) -> Vec<(String, &'static str, u64)> {
+        let stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+        stats
+            .iter()
+            .map(|((command, outcome), n)| (command.clone(), *outcome, *n))
+            .collect()
+    }
+
+    /// Runs one command and returns the object under `<command lowercased>response`.
+    /// Transient failures are retried as the [`RetryPolicy`] says; nothing else is.
+    pub async fn request(&self, command: &str, params: &[(&str, &str)]) -> Result<Value, ApiError> {
+        let request = ApiRequest {
+            command: command.to_string(),
+            params: params
+                .iter()
+                .map(|(name, value)| (name.to_string(), value.to_string()))
+                .collect(),
+        };
+        let attempts = self.options.retry.attempts.max(1);
+        let mut attempt = 1;
+        loop {
+            let result = self.attempt(&request).await;
+            self.count(command, Outcome::of(&result));
+            match result {
+                Err(error) if error.is_transient() && attempt < attempts => {
+                    let delay = self.options.retry.backoff(attempt);
+                    tracing::debug!(
+                        command,
+                        attempt,
+                        delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                        %error,
+                        "transient failure, retrying"
+                    );
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    async fn attempt(&self, request: &ApiRequest) -> Result<Value, ApiError> {
+        let raw = self
+            .transport
+            .send(request.clone())
+            .await
+            .map_err(|source| ApiError::Transport {
+                command: request.command.clone(),
+                source,
+            })?;
+        let page_size = request
+            .params
+            .iter()
+            .find(|(name, _)| name == "pagesize")
+            .and_then(|(_, value)| value.parse().ok())
+            .unwrap_or(self.options.page_size);
+        read_response(&request.command, &self.endpoint, page_size, &raw)
+    }
+
+    fn count(&self, command: &str, outcome: Outcome) {
+        let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+        *stats
+            .entry((command.to_string(), outcome.label()))
+            .or_insert(0) += 1;
+    }
+
+    /// Every row of a list command: asks for `page=1..` with `pagesize`, and stops when the
+    /// rows read reach `count` (the total number of matches) or a page comes back short or
+    /// without `item_key`. An empty list (`{"listxresponse":{}}`) is an empty `Vec`.
+    pub async fn list<T: DeserializeOwned>(
+        &self,
+        command: &str,
+        item_key: &str,
+        params: &[(&str, &str)],
+    ) -> Result<Vec<T>, ApiError> {
+        let page_size = self.options.page_size.max(1);
+        let page_size_text = page_size.to_string();
+        let mut rows: Vec<T> = Vec::new();
+        for page in 1..=MAX_PAGES {
+            let page_text = page.to_string();
+            let mut page_params = params.to_vec();
+            page_params.push(("page", &page_text));
+            page_params.push(("pagesize", &page_size_text));
+            let mut answer = self.request(command, &page_params).await?;
+            let count = read_count(command, &answer)?;
+            let items = match answer.get_mut(item_key).map(Value::take) {
+                None | Some(Value::Null) => Vec::new(),
+                Some(Value::Array(items)) => items,
+                Some(other) => {
+                    return Err(ApiError::Decode {
+                        command: command.to_string(),
+                        detail: format!("`{item_key}` is not a list but {}", kind(&other)),
+                    });
+                }
+            };
+            let on_page = items.len();
+            for (i, item) in items.into_iter().enumerate() {
+                let row = serde_json::from_value(item).map_err(|e| ApiError::Decode {
+                    command: command.to_string(),
+                    detail: format!("page {page}, `{item_key}` row {i}: {e}"),
+                })?;
+                rows.push(row);
+            }
+            let complete = count.is_some_and(|total| rows.len() as u64 >= total);
+            if complete || on_page < page_size as usize {
+                return Ok(rows);
+            }
+        }
+        Err(ApiError::Decode {
+            command: command.to_string(),
+            detail: format!("still full pages after {MAX_PAGES} pages without a reachable count"),
+        })
+    }
+
+    /// Runs an asynchronous command and waits for its job: polls `queryAsyncJobResult`
+    /// every `async_poll_interval` until `jobstatus` is 1 (returns `jobresult`) or 2
+    /// ([`ApiError::AsyncJobFailed`]), or `async_deadline` has passed
+    /// ([`ApiError::AsyncJobTimeout`]; the job may still finish on the server).
+    pub async fn request_async(
+        &self,
+        command: &str,
+        params: &[(&str, &str)],
+    ) -> Result<Value, ApiError> {
+        let answer = self.request(command, params).await?;
+        let Some(job_id) = answer.get("jobid").and_then(Value::as_str) else {
+            return Err(ApiError::Decode {
+                command: command.to_string(),
+                detail: "no `jobid` in the answer to an asynchronous command".to_string(),
+            });
+        };
+        let started = Instant::now();
+        let deadline = started + self.options.async_deadline;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            tokio::time::sleep(self.options.async_poll_interval.min(left)).await;
+            let mut status = self
+                .request("queryAsyncJobResult", &[("jobid", job_id)])
+                .await?;
+            match status.get("jobstatus").and_then(Value::as_u64) {
+                Some(0) => {}
+                Some(1) => {
+                    return Ok(status
+                        .get_mut("jobresult")
+                        .map(Value::take)
+                        .unwrap_or_default());
+                }
+                Some(2) => {
+                    let result = status.get("jobresult").cloned().unwrap_or_default();
+                    return Err(ApiError::AsyncJobFailed {
+                        command: command.to_string(),
+                        job_id: job_id.to_string(),
+                        code: result.get("errorcode").and_then(as_u16),
+                        text: result
+                            .get("errortext")
+                            .and_then(Value::as_str)
+                            .unwrap_or("(no error text)")
+                            .to_string(),
+                    });
+                }
+                other => {
+                    return Err(ApiError::Decode {
+                        command: "queryAsyncJobResult".to_string(),
+                        detail: format!("job {job_id} has no known jobstatus ({other:?})"),
+                    });
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(ApiError::AsyncJobTimeout {
+                    command: command.to_string(),
+                    job_id: job_id.to_string(),
+                    waited: started.elapsed(),
+                });
+            }
+        }
+    }
+}
+
+/// Reads one HTTP answer to `command`: the object under `<command lowercased>response` on
+/// HTTP 200, otherwise the matching [`ApiError`]. `page_size` is the one the request asked
+/// for, to explain a rejected page size.
+pub fn read_response(
+    command: &str,
+    endpoint: &str,
+    page_size: u32,
+    raw: &RawResponse,
+) -> Result<Value, ApiError> {
+    let key = format!("{}response", command.to_lowercase());
+    let parsed = serde_json::from_str::<Value>(&raw.body);
+    if raw.status == 200 {
+        let mut body = parsed.map_err(|e| ApiError::Decode {
+            command: command.to_string(),
+            detail: format!("not JSON ({e}): {}", snippet(&raw.body)),
+        })?;
+        return match body.get_mut(&key).map(Value::take) {
+            Some(object) => Ok(object),
+            None => Err(ApiError::Decode {
+                command: command.to_string(),
+                detail: format!("no `{key}` in {}", snippet(&raw.body)),
+            }),
+        };
+    }
+    if raw.status == 401 {
+        return Err(ApiError::Unauthorized {
+            url: endpoint.to_string(),
+            command: command.to_string(),
+        });
+    }
+    let error = parsed.ok().and_then(|body| {
+        [key.as_str(), "errorresponse"]
+            .into_iter()
+            .filter_map(|k| body.get(k))
+            .find(|object| object.get("errorcode").is_some() || object.get("errortext").is_some())
+            .cloned()
+    });
+    let Some(error) = error else {
+        return Err(ApiError::Http {
+            command: command.to_string(),
+            status: raw.status,
+            snippet: snippet(&raw.body),
+        });
+    };
+    let code = error
+        .get("errorcode")
+        .and_then(as_u16)
+        .unwrap_or(raw.status);
+    let text = error
+        .get("errortext")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if code == 401 {
+        return Err(ApiError::Unauthorized {
+            url: endpoint.to_string(),
+            command: command.to_string(),
+        });
+    }
+    let lower = text.to_lowercase();
+    if code == 431 && lower.contains("page size") && lower.contains("exceed") {
+        return Err(ApiError::PageSizeTooLarge {
+            command: command.to_string(),
+            page_size,
+        });
+    }
+    Err(ApiError::CloudStack {
+        command: command.to_string(),
+        code,
+        cserrorcode: error
+            .get("cserrorcode")
+            .and_then(as_u64)
+            .and_then(|c| u32::try_from(c).ok()),
+        text,
+    })
+}
+
+/// `count` of a list answer; CloudStack writes a number, tolerate a numeric string.
+fn read_count(command: &str, answer: &Value) -> Result<Option<u64>, ApiError> {
+    match answer.get("count") {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => as_u64(value).map(Some).ok_or_else(|| ApiError::Decode {
+            command: command.to_string(),
+            detail: format!("`count` is not a number: {value}"),
+        }),
+    }
+}
+
+fn as_u64(value: &Value) -> Option<u64> {
+    match value {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+fn as_u16(value: &Value) -> Option<u16> {
+    as_u64(value).and_then(|n| u16::try_from(n).ok())
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The start of a body, whitespace folded, at most [`SNIPPET_CHARS`] characters.
+fn snippet(body: &str) -> String {
+    let folded = body.split_whitespace().collect::<Vec<_>>().join(" ");
+    if folded.chars().count() <= SNIPPET_CHARS {
+        return folded;
+    }
+    let mut cut: String = folded.chars().take(SNIPPET_CHARS).collect();
+    cut.push('…');
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use serde::Deserialize;
+    use serde_json::json;
+
+    use super::*;
+    use crate::cloudstack::transport::{TransportError, TransportFuture};
+
+    /// Answers from a script, one per attempt, and records every request.
+    struct Scripted {
+        answers: Mutex<VecDeque<Result<RawResponse, TransportError>>>,
+        requests: Mutex<Vec<ApiRequest>>,
+    }
+
+    impl Scripted {
+        fn new(answers: Vec<Result<RawResponse, TransportError>>) -> Arc<Scripted> {
+            Arc::new(Scripted {
+                answers: Mutex::new(answers.into()),
+                requests: Mutex::new(Vec::new()),
+            })
+        }
+
+        fn requests(&self) -> Vec<ApiRequest> {
+            self.requests.lock().unwrap().clone()
+        }
+    }
+
+    impl Transport for Scripted {
+        fn send(&self, request: ApiRequest) -> TransportFuture<'_> {
+            self.requests.lock().unwrap().push(request);
+            let answer = self
+                .answers
+                .lock()
+                .unwrap()
+                .pop_front()
+                .expect("more requests than scripted answers");
+            Box::pin(async move { answer })
+        }
+    }
+
+    fn ok(body: Value) -> Result<RawResponse, TransportError> {
+        answer(200, &body.to_string())
+    }
+
+    fn answer(status: u16, body: &str) -> Result<RawResponse, TransportError> {
+        Ok(RawResponse {
+            status,
+            body: body.to_string(),
+        })
+    }
+
+    fn fast_options(page_size: u32) -> ClientOptions {
+        ClientOptions {
+            page_size,
+            retry: RetryPolicy {
+                attempts: 3,
+                base_delay: Duration::from_millis(1),
+                max_delay: Duration::from_millis(2),
+            },
+            async_poll_interval: Duration::from_millis(1),
+            async_deadline: Duration::from_secs(10),
+        }
+    }
+
+    fn client(script: &Arc<Scripted>, options: ClientOptions) -> Client {
+        Client::with_transport(script.clone(), options)
+            .with_endpoint("https://cs.example/client/api")
+    }
+
+    fn param<'a>(request: &'a ApiRequest, name: &str) -> Option<&'a str> {
+        request
+            .params
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Row {
+        id: String,
+    }
+
+    fn rows(range: std::ops::Range<usize>) -> Vec<Value> {
+        range.map(|i| json!({ "id": format!("vm-{i}") })).collect()
+    }
+
+    #[tokio::test]
+    async fn list_follows_count_over_three_pages() {
+        let script = Scripted::new(vec![
+            ok(
+                json!({"listvirtualmachinesresponse": {"count": 1203, "virtualmachine": rows(0..500)}}),
+            ),
+            ok(
+                json!({"listvirtualmachinesresponse": {"count": 1203, "virtualmachine": rows(500..1000)}}),
+            ),
+            ok(
+                json!({"listvirtualmachinesresponse": {"count": 1203, "virtualmachine": rows(1000..1203)}}),
+            ),
+        ]);
+        let client = client(&script, fast_options(500));
+        let vms: Vec<Row> = client
+            .list(
+                "listVirtualMachines",
+                "virtualmachine",
+                &[("listall", "true")],
+            )
+            .await
+            .unwrap();
+        assert_eq!(vms.len(), 1203);
+        assert_eq!(vms[0], Row { id: "vm-0".into() });
+        assert_eq!(
+            vms[1202],
+            Row {
+                id: "vm-1202".into()
+            }
+        );
+        let requests = script.requests();
+        assert_eq!(requests.len(), 3);
+        for (i, request) in requests.iter().enumerate() {
+            assert_eq!(request.command, "listVirtualMachines");
+            assert_eq!(
+                request.params,
+                [
+                    ("listall".to_string(), "true".to_string()),
+                    ("page".to_string(), (i + 1).to_string()),
+                    ("pagesize".to_string(), "500".to_string()),
+                ]
+            );
+        }
+        assert_eq!(
+            client.stats(),
+            [("listVirtualMachines".to_string(), "ok", 3)]
+        );
+    }
+
+    #[tokio::test]
+    async fn list_stops_at_count_even_on_a_full_page() {
+        // 1000 matches: the second page is full, and the rows now equal `count`.
+        let script = Scripted::new(vec![
+            ok(json!({"listzonesresponse": {"count": 1000, "zone": rows(0..500)}})),
+            ok(json!({"listzonesresponse": {"count": 1000, "zone": rows(500..1000)}})),
+        ]);
+        let client = client(&script, fast_options(500));
+        let zones: Vec<Row> = client.list("listZones", "zone", &[]).await.unwrap();
+        assert_eq!(zones.len(), 1000);
+        assert_eq!(script.requests().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn empty_list_bodies_are_empty() {
+        for body in [
+            r#"{"listkubernetesclustersresponse":{}}"#,
+            r#"{ "listkubernetesclustersresponse" : { } }"#,
+        ] {
+            let script = Scripted::new(vec![answer(200, body)]);
+            let client = client(&script, fast_options(500));
+            let clusters: Vec<Row> = client
+                .list("listKubernetesClusters", "kubernetescluster", &[])
+                .await
+                .unwrap();
+            assert_eq!(clusters, []);
+            assert_eq!(script.requests().len(), 1, "{body}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_page_past_the_end_stops() {
+        // Rows vanished between pages: page 3 has only the count.
+        let script = Scripted::new(vec![
+            ok(json!({"listvirtualmachinesresponse": {"count": 5, "virtualmachine": rows(0..2)}})),
+            ok(json!({"listvirtualmachinesresponse": {"count": 5, "virtualmachine": rows(2..4)}})),
+            ok(json!({"listvirtualmachinesresponse": {"count": 5}})),
+        ]);
+        let client = client(&script, fast_options(2));
+        let vms: Vec<Row> = client
+            .list("listVirtualMachines", "virtualmachine", &[])
+            .await
+            .unwrap();
+        assert_eq!(vms.len(), 4);
+        assert_eq!(script.requests().len(), 3);
+        assert_eq!(param(&script.requests()[2], "page"), Some("3"));
+        assert_eq!(param(&script.requests()[2], "pagesize"), Some("2"));
+    }
+
+    #[tokio::test]
+    async fn list_reports_a_bad_row() {
+        let script = Scripted::new(vec![ok(
+            json!({"listzonesresponse": {"count": 2, "zone": [{"id": "z1"}, {"name": "no id"}]}}),
+        )]);
+        let client = client(&script, fast_options(500));
+        let err = client
+            .list::<Row>("listZones", "zone", &[])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, ApiError::Decode { command, detail } if command == "listZones" && detail.starts_with("page 1, `zone` row 1: missing field `id`")),
+            "{err:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn request_returns_the_response_object() {
+        let script = Scripted::new(vec![ok(
+            json!({"addannotationresponse": {"annotation": {"id": "a1"}}}),
+        )]);
+        let client = client(&script, fast_options(500));
+        let answer = client
+            .request("addAnnotation", &[("entitytype", "KUBERNETES_CLUSTER")])
+            .await
+            .unwrap();
+        assert_eq!(answer, json!({"annotation": {"id": "a1"}}));
+        assert_eq!(
+            script.requests()[0].params,
+            [("entitytype".to_string(), "KUBERNETES_CLUSTER".to_string())]
+        );
+    }
+
+    fn read(command: &str, status: u16, body: &str) -> ApiError {
+        read_response(
+            command,
+            "https://cs.example/client/api",
+            500,
+            &RawResponse {
+                status,
+                body: body.to_string(),
+            },
+        )
+        .unwrap_err()
+    }
+
+    #[test]
+    fn a_431_is_a_cloudstack_error() {
+        let err = read(
+            "listVirtualMachines",
+            431,
+            r#"{"listvirtualmachinesresponse":{"uuidList":[],"errorcode":431,"cserrorcode":4350,"errortext":"Invalid parameter id value=x due to incorrect long value format, or entity does not exist"}}"#,
+        );
+        match &err {
+            ApiError::CloudStack {
+                command,
+                code,
+                cserrorcode,
+                text,
+            } => {
+                assert_eq!(command, "listVirtualMachines");
+                assert_eq!(*code, 431);
+                assert_eq!(*cserrorcode, Some(4350));
+                assert_eq!(
+                    text,
+                    "Invalid parameter id value=x due to incorrect long value format, or entity does not exist"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(err.code(), Some(431));
+        assert!(!err.is_transient());
+    }
+
+    #[test]
+    fn the_errorresponse_key_is_read() {
+        let err = read(
+            "frobnicate",
+            432,
+            r#"{"errorresponse":{"uuidList":[],"errorcode":432,"cserrorcode":9999,"errortext":"The given command does not exist or it is not available for the user"}}"#,
+        );
+        assert!(
+            matches!(&err, ApiError::CloudStack { code: 432, cserrorcode: Some(9999), text, .. } if text.starts_with("The given command does not exist")),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn a_401_explains_its_causes() {
+        let err = read(
+            "listKubernetesClusters",
+            401,
+            r#"{"listkubernetesclustersresponse":{"uuidList":[],"errorcode":401,"errortext":"unable to verify user credentials and/or request signature"}}"#,
+        );
+        assert!(matches!(&err, ApiError::Unauthorized { .. }), "{err:?}");
+        let text = err.to_string();
+        for needle in [
+            "https://cs.example/client/api",
+            "listKubernetesClusters",
+            "secret key",
+            "clock",
+            "disabled account",
+            "role",
+        ] {
+            assert!(text.contains(needle), "{needle}: {text}");
+        }
+        assert_eq!(err.code(), Some(401));
+    }
+
+    #[test]
+    fn a_page_size_rejection_names_both_settings() {
+        let err = read(
+            "listVirtualMachines",
+            431,
+            r#"{"listvirtualmachinesresponse":{"uuidList":[],"errorcode":431,"cserrorcode":4350,"errortext":"Page size can't exceed max allowed page size value: 500"}}"#,
+        );
+        assert!(
+            matches!(&err, ApiError::PageSizeTooLarge { command, page_size: 500 } if command == "listVirtualMachines"),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        assert!(text.contains("default.page.size"), "{text}");
+        assert!(text.contains("cloudstack.page_size"), "{text}");
+        assert!(text.contains("restart the management server"), "{text}");
+        assert_eq!(err.code(), Some(431));
+    }
+
+    #[test]
+    fn a_proxy_error_page_is_http_and_transient() {
+        let page = format!(
+            "<html>\n<head><title>502 Bad Gateway</title></head>\n<body>{}</body></html>",
+            "x".repeat(500)
+        );
+        let err = read("listZones", 502, &page);
+        match &err {
+            ApiError::Http {
+                command,
+                status,
+                snippet,
+            } => {
+                assert_eq!(command, "listZones");
+                assert_eq!(*status, 502);
+                assert!(
+                    snippet.starts_with("<html> <head><title>502 Bad Gateway</title></head>"),
+                    "{snippet}"
+                );
+                assert_eq!(snippet.chars().count(), SNIPPET_CHARS + 1);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(err.is_transient());
+    }
+
+    #[test]
+    fn a_200_that_is_not_json_is_a_decode_error() {
+        let err = read("listZones", 200, "<html>login</html>");
+        assert!(
+            matches!(&err, ApiError::Decode { command, detail } if command == "listZones" && detail.ends_with(": <html>login</html>")),
+            "{err:?}"
+        );
+        let err = read("listZones", 200, r#"{"otherresponse":{}}"#);
+        assert!(
+            matches!(&err, ApiError::Decode { detail, .. } if detail.starts_with("no `listzonesresponse` in")),
+            "{err:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn transient_failures_are_retried() {
+        let script = Scripted::new(vec![
+            answer(503, "Service Unavailable"),
+            answer(503, "Service Unavailable"),
+            ok(json!({"listzonesresponse": {"count": 1, "zone": [{"id": "z1"}]}})),
+        ]);
+        let client = client(&script, fast_options(500));
+        let answer = client.request("listZones", &[]).await.unwrap();
+        assert_eq!(answer["zone"][0]["id"], "z1");
+        assert_eq!(script.requests().len(), 3);
+        assert_eq!(
+            client.stats(),
+            [
+                ("listZones".to_string(), "ok", 1),
+                ("listZones".to_string(), "transient", 2),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn retries_stop_after_the_last_attempt() {
+        let timeout = || {
+            Err(TransportError::Timeout {
+                url: "u".into(),
+                seconds: 1,
+            })
+        };
+        let script = Scripted::new(vec![timeout(), timeout(), timeout()]);
+        let client = client(&script, fast_options(500));
+        let err = client.request("listZones", &[]).await.unwrap_err();
+        assert!(matches!(&err, ApiError::Transport { .. }), "{err:?}");
+        assert_eq!(script.requests().len(), 3);
+        assert_eq!(client.stats(), [("listZones".to_string(), "transient", 3)]);
+    }
+
+    #[tokio::test]
+    async fn cloudstack_errors_are_not_retried() {
+        let script = Scripted::new(vec![answer(
+            530,
+            r#"{"listkubernetesclustersresponse":{"uuidList":[],"errorcode":530,"cserrorcode":4250,"errortext":"Kubernetes Service plugin is disabled"}}"#,
+        )]);
+        let client = client(&script, fast_options(500));
+        let err = client
+            .request("listKubernetesClusters", &[])
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Some(530));
+        assert_eq!(script.requests().len(), 1);
+        assert_eq!(
+            client.stats(),
+            [("listKubernetesClusters".to_string(), "error", 1)]
+        );
+    }
+
+    #[tokio::test]
+    async fn unauthorized_is_not_retried() {
+        let script = Scripted::new(vec![answer(
+            401,
+            r#"{"listzonesresponse":{"uuidList":[],"errorcode":401,"errortext":"unable to verify user credentials and/or request signature"}}"#,
+        )]);
+        let client = client(&script, fast_options(500));
+        let err = client.request("listZones", &[]).await.unwrap_err();
+        assert!(matches!(&err, ApiError::Unauthorized { .. }), "{err:?}");
+        assert_eq!(script.requests().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn other_transport_errors_are_not_retried() {
+        let script = Scripted::new(vec![Err(TransportError::Other {
+            url: "u".into(),
+            source: Box::new(std::io::Error::other("tls handshake failed")),
+        })]);
+        let client = client(&script, fast_options(500));
+        let err = client.request("listZones", &[]).await.unwrap_err();
+        assert!(!err.is_transient());
+        assert_eq!(script.requests().len(), 1);
+    }
+
+    fn job(status: u64, result: Option<Value>) -> Result<RawResponse, TransportError> {
+        let mut body = json!({"jobid": "job-1", "jobstatus": status});
+        if let Some(result) = result {
+            body["jobresult"] = result;
+        }
+        ok(json!({ "queryasyncjobresultresponse": body }))
+    }
+
+    fn submitted() -> Result<RawResponse, TransportError> {
+        ok(json!({"generatealertresponse": {"jobid": "job-1"}}))
+    }
+
+    #[tokio::test]
+    async fn async_job_success_returns_its_result() {
+        let script = Scripted::new(vec![
+            submitted(),
+            job(0, None),
+            job(0, None),
+            job(1, Some(json!({"success": true}))),
+        ]);
+        let client = client(&script, fast_options(500));
+        let result = client
+            .request_async("generateAlert", &[("type", "1000")])
+            .await
+            .unwrap();
+        assert_eq!(result, json!({"success": true}));
+        let requests = script.requests();
+        assert_eq!(requests.len(), 4);
+        assert_eq!(requests[0].command, "generateAlert");
+        for poll in &requests[1..] {
+            assert_eq!(poll.command, "queryAsyncJobResult");
+            assert_eq!(poll.params, [("jobid".to_string(), "job-1".to_string())]);
+        }
+        assert_eq!(
+            client.stats(),
+            [
+                ("generateAlert".to_string(), "ok", 1),
+                ("queryAsyncJobResult".to_string(), "ok", 3),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn async_job_failure_carries_code_and_text() {
+        let script = Scripted::new(vec![
+            submitted(),
+            job(
+                2,
+                Some(json!({"errorcode": 530, "errortext": "Failed to generate alert"})),
+            ),
+        ]);
+        let client = client(&script, fast_options(500));
+        let err = client
+            .request_async("generateAlert", &[])
+            .await
+            .unwrap_err();
+        match &err {
+            ApiError::AsyncJobFailed {
+                command,
+                job_id,
+                code,
+                text,
+            } => {
+                assert_eq!(command, "generateAlert");
+                assert_eq!(job_id, "job-1");
+                assert_eq!(*code, Some(530));
+                assert_eq!(text, "Failed to generate alert");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(err.code(), Some(530));
+    }
+
+    #[tokio::test]
+    async fn async_job_gives_up_at_the_deadline() {
+        let mut options = fast_options(500);
+        options.async_poll_interval = Duration::from_millis(2);
+        options.async_deadline = Duration::from_millis(5);
+        // More pending answers than the deadline allows polls.
+        let mut answers = vec![submitted()];
+        answers.extend((0..100).map(|_| job(0, None)));
+        let script = Scripted::new(answers);
+        let client = client(&script, options);
+        let err = client
+            .request_async("generateAlert", &[])
+            .await
+            .unwrap_err();
+        match &err {
+            ApiError::AsyncJobTimeout {
+                command,
+                job_id,
+                waited,
+            } => {
+                assert_eq!(command, "generateAlert");
+                assert_eq!(job_id, "job-1");
+                assert!(*waited >= Duration::from_millis(5), "{waited:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let polls = script.requests().len() - 1;
+        assert!((1..100).contains(&polls), "{polls}");
+    }
+
+    #[tokio::test]
+    async fn async_answer_without_jobid_is_a_decode_error() {
+        let script = Scripted::new(vec![ok(json!({"generatealertresponse": {}}))]);
+        let client = client(&script, fast_options(500));
+        let err = client
+            .request_async("generateAlert", &[])
+            .await
+            .unwrap_err();
+        assert!(matches!(&err, ApiError::Decode { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        let policy = RetryPolicy::default();
+        let millis: Vec<u128> = (1..=7)
+            .map(|retry| policy.max_backoff(retry).as_millis())
+            .collect();
+        assert_eq!(millis, [200, 400, 800, 1600, 3200, 5000, 5000]);
+        assert_eq!(policy.max_backoff(100), Duration::from_secs(5));
+        for retry in 1..=5 {
+            assert!(policy.backoff(retry) <= policy.max_backoff(retry));
+        }
+    }
+
+    #[test]
+    fn default_options() {
+        let options = ClientOptions::default();
+        assert_eq!(options.page_size, 500);
+        assert_eq!(options.retry.attempts, 3);
+        assert_eq!(options.async_poll_interval, Duration::from_secs(2));
+        assert_eq!(options.async_deadline, Duration::from_secs(120));
+    }
+}

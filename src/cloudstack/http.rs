@@ -1,0 +1,545 @@
+//! The real [`Transport`]: signs a request (signature version 3 with `expires`) and sends it
+//! to the management server over HTTP(S), GET for reads and a form POST otherwise. It returns
+//! the status and body as they came; reading CloudStack's answer belongs to `client`.
+
+use std::time::Duration;
+
+use reqwest::header::CONTENT_TYPE;
+
+use super::error::ApiError;
+use super::sign;
+use super::transport::{
+    ApiRequest, Method, RawResponse, Transport, TransportError, TransportFuture,
+};
+use crate::config::{CloudStackSettings, Secret};
+use crate::time::Timestamp;
+
+/// How far ahead a request's `expires` lies: long enough for a slow network, well inside the
+/// 15 minutes `enforce.post.requests.and.timestamps` allows.
+const EXPIRES_AFTER: Duration = Duration::from_secs(5 * 60);
+
+/// Signs and sends API requests to one management server.
+///
+/// `Debug` shows the endpoint only: the keys are [`Secret`]s and the signed URL is never kept.
+#[derive(Debug)]
+pub struct HttpTransport {
+    http: reqwest::Client,
+    url: String,
+    api_key: Secret,
+    secret_key: Secret,
+    timeout: Duration,
+}
+
+impl HttpTransport {
+    /// Builds the HTTP client: TLS verified against the system roots plus the optional
+    /// `ca_file` bundle, or not at all when `insecure` is set.
+    pub fn new(settings: &CloudStackSettings) -> Result<Self, ApiError> {
+        if let Err(e) = reqwest::Url::parse(&settings.url) {
+            return Err(ApiError::Config {
+                key: "cloudstack.url",
+                problem: format!("{:?} is not a valid URL ({e})", settings.url),
+            });
+        }
+        let mut builder = reqwest::Client::builder()
+            .timeout(settings.timeout)
+            .connect_timeout(settings.timeout)
+            .user_agent(concat!("cks-drift/", env!("CARGO_PKG_VERSION")));
+        if let Some(path) = &settings.ca_file {
+            let config_error = |problem: String| ApiError::Config {
+                key: "cloudstack.ca_file",
+                problem,
+            };
+            let pem = std::fs::read(path).map_err(|e| {
+                config_error(format!("cannot read CA bundle {}: {e}", path.display()))
+            })?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+                config_error(format!("invalid PEM in CA bundle {}: {e}", path.display()))
+            })?;
+            if certs.is_empty() {
+                return Err(config_error(format!(
+                    "CA bundle {} holds no PEM certificate",
+                    path.display()
+                )));
+            }
+            builder = builder.tls_certs_merge(certs);
+        }
+        if settings.insecure {
+            builder = builder.tls_danger_accept_invalid_certs(true);
+        }
+        let http = builder.build().map_err(|e| ApiError::Config {
+            key: if settings.ca_file.is_some() {
+                "cloudstack.ca_file"
+            } else {
+                "cloudstack"
+            },
+            problem: format!("cannot build the HTTPS client: {e}"),
+        })?;
+        Ok(HttpTransport {
+            http,
+            url: settings.url.clone(),
+            api_key: settings.api_key.clone(),
+            secret_key: settings.secret_key.clone(),
+            timeout: settings.timeout,
+        })
+    }
+
+    /// The request's parameters plus those every call carries, in the order they are sent.
+    fn signed_params(&self, request: &ApiRequest, now: Timestamp) -> String {
+        let mut params = Vec::with_capacity(request.params.len() + 5);
+        params.push(("command".to_string(), request.command.clone()));
+        params.extend(request.params.iter().cloned());
+        params.push(("apikey".to_string(), self.api_key.expose().to_string()));
+        params.push(("response".to_string(), "json".to_string()));
+        params.push(("signatureversion".to_string(), "3".to_string()));
+        params.push((
+            "expires".to_string(),
+            now.plus(EXPIRES_AFTER).to_cloudstack(),
+        ));
+        sign::signed_query(self.secret_key.expose(), &params)
+    }
+
+    async fn send_signed(&self, request: ApiRequest) -> Result<RawResponse, TransportError> {
+        let signed = self.signed_params(&request, Timestamp::now());
+        let builder = match request.method() {
+            Method::Get => {
+                let separator = if self.url.contains('?') { '&' } else { '?' };
+                self.http.get(format!("{}{separator}{signed}", self.url))
+            }
+            Method::Post => self
+                .http
+                .post(&self.url)
+                .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .body(signed),
+        };
+        let response = builder.send().await.map_err(|e| self.transport_error(e))?;
+        let status = response.status().as_u16();
+        let body = response.text().await.map_err(|e| self.transport_error(e))?;
+        Ok(RawResponse { status, body })
+    }
+
+    /// Maps a reqwest error without its URL: a GET URL carries the API key and signature.
+    fn transport_error(&self, e: reqwest::Error) -> TransportError {
+        let url = self.url.clone();
+        if e.is_timeout() {
+            TransportError::Timeout {
+                url,
+                seconds: self.timeout.as_secs_f64().ceil() as u64,
+            }
+        } else if e.is_connect() {
+            TransportError::Connect {
+                url,
+                source: Box::new(e.without_url()),
+            }
+        } else {
+            TransportError::Other {
+                url,
+                source: Box::new(e.without_url()),
+            }
+        }
+    }
+}
+
+impl Transport for HttpTransport {
+    fn send(&self, request: ApiRequest) -> TransportFuture<'_> {
+        Box::pin(self.send_signed(request))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+    use std::path::PathBuf;
+    use std::sync::{Arc, Mutex};
+
+    use axum::Router;
+    use axum::extract::State;
+    use axum::http::{HeaderMap, StatusCode, Uri};
+    use axum::routing::any;
+    use percent_encoding::percent_decode_str;
+
+    use super::*;
+    use crate::cloudstack::client::Client;
+
+    const API_KEY: &str = "AK-visible-nowhere-1234";
+    const SECRET_KEY: &str = "SK/secret+never=shown";
+
+    fn settings(url: String) -> CloudStackSettings {
+        CloudStackSettings {
+            url,
+            api_key: Secret::new(API_KEY),
+            secret_key: Secret::new(SECRET_KEY),
+            timeout: Duration::from_secs(5),
+            ca_file: None,
+            insecure: false,
+            page_size: 500,
+        }
+    }
+
+    /// Splits a query string or form body the way the servlet does (`+` is a space).
+    fn decode_pairs(s: &str) -> Vec<(String, String)> {
+        let decode = |p: &str| {
+            percent_decode_str(&p.replace('+', " "))
+                .decode_utf8()
+                .expect("utf-8")
+                .into_owned()
+        };
+        s.split('&')
+            .filter(|pair| !pair.is_empty())
+            .map(|pair| {
+                let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+                (decode(name), decode(value))
+            })
+            .collect()
+    }
+
+    /// What the fake management server saw of one request.
+    #[derive(Debug, Clone)]
+    struct Seen {
+        method: String,
+        content_type: Option<String>,
+        query: String,
+        body: String,
+        params: Vec<(String, String)>,
+    }
+
+    /// Verifies a request like `ApiServer.verifyRequest` and answers with a JSON echo of the
+    /// decoded parameters, or 401 when the signature or the keys are wrong.
+    async fn verify(
+        State(seen): State<Arc<Mutex<Vec<Seen>>>>,
+        method: axum::http::Method,
+        uri: Uri,
+        headers: HeaderMap,
+        body: String,
+    ) -> (StatusCode, String) {
+        let query = uri.query().unwrap_or("").to_string();
+        let mut params = decode_pairs(&query);
+        params.extend(decode_pairs(&body));
+        seen.lock().unwrap().push(Seen {
+            method: method.to_string(),
+            content_type: headers
+                .get("content-type")
+                .map(|v| v.to_str().unwrap().to_string()),
+            query,
+            body,
+            params: params.clone(),
+        });
+        let get = |name: &str| {
+            params
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+        };
+        let expected = sign::signature(SECRET_KEY, &params);
+        let expires_ok = get("expires")
+            .and_then(|e| Timestamp::parse(&e))
+            .is_some_and(|e| {
+                let now = Timestamp::now();
+                e > now && e <= now.plus(Duration::from_secs(15 * 60))
+            });
+        let command = get("command").unwrap_or_default().to_lowercase();
+        if get("signature").as_deref() != Some(expected.as_str())
+            || get("apikey").as_deref() != Some(API_KEY)
+            || get("signatureversion").as_deref() != Some("3")
+            || get("response").as_deref() != Some("json")
+            || !expires_ok
+        {
+            let body = serde_json::json!({ format!("{command}response"): {
+                "uuidList": [], "errorcode": 401,
+                "errortext": "unable to verify user credentials and/or request signature"
+            }});
+            return (StatusCode::UNAUTHORIZED, body.to_string());
+        }
+        let echo: serde_json::Map<String, serde_json::Value> = params
+            .into_iter()
+            .map(|(n, v)| (n, serde_json::Value::String(v)))
+            .collect();
+        let body = serde_json::json!({ format!("{command}response"): { "echo": echo } });
+        (StatusCode::OK, body.to_string())
+    }
+
+    async fn server() -> (String, Arc<Mutex<Vec<Seen>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let app = Router::new()
+            .route("/client/api", any(verify))
+            .with_state(seen.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (format!("http://{addr}/client/api"), seen)
+    }
+
+    fn request(command: &str, params: &[(&str, &str)]) -> ApiRequest {
+        ApiRequest {
+            command: command.to_string(),
+            params: params
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    /// The whole error chain as one string, to look for leaked secrets.
+    fn chain(e: &dyn std::error::Error) -> String {
+        let mut out = format!("{e} / {e:?}");
+        let mut source = e.source();
+        while let Some(s) = source {
+            out.push_str(&format!(" / {s} / {s:?}"));
+            source = s.source();
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn get_for_reads_is_signed_as_the_server_verifies() {
+        let (url, seen) = server().await;
+        let transport = HttpTransport::new(&settings(url)).unwrap();
+        let tricky = "a+b c~d/e*f=g&h";
+        let response = transport
+            .send(request(
+                "listVirtualMachines",
+                &[("keyword", tricky), ("listall", "true")],
+            ))
+            .await
+            .unwrap();
+        assert_eq!(response.status, 200, "{}", response.body);
+        let body: serde_json::Value = serde_json::from_str(&response.body).unwrap();
+        let echo = &body["listvirtualmachinesresponse"]["echo"];
+        assert_eq!(echo["keyword"], tricky);
+        assert_eq!(echo["listall"], "true");
+        assert_eq!(echo["command"], "listVirtualMachines");
+
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].method, "GET");
+        assert_eq!(seen[0].body, "");
+        assert!(
+            seen[0]
+                .query
+                .contains("keyword=a%2Bb%20c%7Ed%2Fe*f%3Dg%26h"),
+            "{}",
+            seen[0].query
+        );
+        let names: Vec<&str> = seen[0].params.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "command",
+                "keyword",
+                "listall",
+                "apikey",
+                "response",
+                "signatureversion",
+                "expires",
+                "signature"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn post_for_changes_carries_a_signed_form_body() {
+        let (url, seen) = server().await;
+        let transport = HttpTransport::new(&settings(url)).unwrap();
+        let description = "VM k8s-node-1 ~ missing/expunged + more";
+        let response = transport
+            .send(request(
+                "generateAlert",
+                &[
+                    ("type", "1000"),
+                    ("name", "ALERT.CKS.DRIFT"),
+                    ("description", description),
+                ],
+            ))
+            .await
+            .unwrap();
+        assert_eq!(response.status, 200, "{}", response.body);
+        let body: serde_json::Value = serde_json::from_str(&response.body).unwrap();
+        assert_eq!(
+            body["generatealertresponse"]["echo"]["description"],
+            description
+        );
+
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen[0].method, "POST");
+        assert_eq!(seen[0].query, "");
+        assert_eq!(
+            seen[0].content_type.as_deref(),
+            Some("application/x-www-form-urlencoded")
+        );
+        assert!(
+            seen[0].body.starts_with("command=generateAlert&type=1000&"),
+            "{}",
+            seen[0].body
+        );
+    }
+
+    #[tokio::test]
+    async fn wrong_secret_gets_unauthorized_through_the_client() {
+        let (url, _seen) = server().await;
+        let mut s = settings(url.clone());
+        s.secret_key = Secret::new("not-the-secret");
+        let client = Client::new(&s).unwrap();
+        let err = client.request("listZones", &[]).await.unwrap_err();
+        assert!(
+            matches!(&err, ApiError::Unauthorized { url: u, command } if *u == url && command == "listZones"),
+            "{err:?}"
+        );
+        assert_eq!(client.stats(), [("listZones".to_string(), "error", 1)]);
+    }
+
+    #[tokio::test]
+    async fn client_reads_the_response_object_over_http() {
+        let (url, _seen) = server().await;
+        let client = Client::new(&settings(url)).unwrap();
+        let answer = client
+            .request("listZones", &[("name", "zone 1")])
+            .await
+            .unwrap();
+        assert_eq!(answer["echo"]["name"], "zone 1");
+    }
+
+    #[tokio::test]
+    async fn a_server_that_never_answers_times_out() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        // Accepts connections and keeps them open without ever answering.
+        let hold = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+            }
+        });
+        let mut s = settings(format!("http://{addr}/client/api"));
+        s.timeout = Duration::from_millis(300);
+        let transport = HttpTransport::new(&s).unwrap();
+        let err = transport.send(request("listZones", &[])).await.unwrap_err();
+        assert!(
+            matches!(&err, TransportError::Timeout { url, seconds: 1 } if url == &s.url),
+            "{err:?}"
+        );
+        hold.abort();
+    }
+
+    #[tokio::test]
+    async fn a_closed_port_is_a_connect_error_without_secrets() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        drop(listener);
+        let s = settings(format!("http://{addr}/client/api"));
+        let transport = HttpTransport::new(&s).unwrap();
+        let err = transport.send(request("listZones", &[])).await.unwrap_err();
+        assert!(
+            matches!(&err, TransportError::Connect { url, .. } if url == &s.url),
+            "{err:?}"
+        );
+        let text = chain(&err);
+        assert!(!text.contains(API_KEY), "{text}");
+        assert!(!text.contains("signature"), "{text}");
+        assert!(!text.contains("AK-visible"), "{text}");
+    }
+
+    #[test]
+    fn debug_shows_no_keys() {
+        let s = settings("http://127.0.0.1:1/client/api".into());
+        let transport = HttpTransport::new(&s).unwrap();
+        let client = Client::new(&s).unwrap();
+        for text in [format!("{transport:?}"), format!("{client:?}")] {
+            assert!(text.contains("127.0.0.1:1"), "{text}");
+            assert!(!text.contains(API_KEY), "{text}");
+            assert!(!text.contains(SECRET_KEY), "{text}");
+            assert!(!text.contains("SK/secret"), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_missing_ca_file_names_the_key_and_path() {
+        let mut s = settings("https://127.0.0.1:1/client/api".into());
+        s.ca_file = Some(PathBuf::from("/nonexistent/cks-drift-ca.pem"));
+        let err = HttpTransport::new(&s).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                ApiError::Config {
+                    key: "cloudstack.ca_file",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        assert!(text.starts_with("cloudstack.ca_file: "), "{text}");
+        assert!(text.contains("/nonexistent/cks-drift-ca.pem"), "{text}");
+        let err = Client::new(&s).unwrap_err();
+        assert!(err.to_string().contains("cloudstack.ca_file"), "{err}");
+    }
+
+    #[test]
+    fn a_ca_file_without_certificates_is_rejected() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ca.pem");
+        std::fs::write(&path, "not a certificate\n").unwrap();
+        let mut s = settings("https://127.0.0.1:1/client/api".into());
+        s.ca_file = Some(path.clone());
+        let err = HttpTransport::new(&s).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "cloudstack.ca_file: CA bundle {} holds no PEM certificate",
+                path.display()
+            )
+        );
+        std::fs::write(
+            &path,
+            "-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        let err = HttpTransport::new(&s).unwrap_err();
+        assert!(
+            matches!(&err, ApiError::Config { key: "cloudstack.ca_file", problem } if problem.contains(&path.display().to_string())),
+            "{err:?}"
+        );
+        assert!(err.source().is_none());
+    }
+
+    #[test]
+    fn a_valid_ca_file_and_insecure_mode_build() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ca.pem");
+        std::fs::write(&path, TEST_CA_PEM).unwrap();
+        let mut s = settings("https://127.0.0.1:1/client/api".into());
+        s.ca_file = Some(path);
+        HttpTransport::new(&s).unwrap();
+        s.ca_file = None;
+        s.insecure = true;
+        HttpTransport::new(&s).unwrap();
+    }
+
+    #[test]
+    fn an_invalid_url_is_a_config_error() {
+        let err = HttpTransport::new(&settings("not a url".into())).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                ApiError::Config {
+                    key: "cloudstack.url",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    /// A self-signed CA certificate (`openssl req -x509 -newkey ec`, CA:TRUE, 100 years).
+    const TEST_CA_PEM: &str = "\
+-----BEGIN CERTIFICATE-----
+MIIBjzCCATWgAwIBAgIURNla4OpFXwD+ZgHNEG/87yVhOd4wCgYIKoZIzj0EAwIw
+HDEaMBgGA1UEAwwRY2tzLWRyaWZ0IHRlc3QgQ0EwIBcNMjYxMTMwMDAwNzAyWhgP
+MjEyNjExMDYwMDA3MDJaMBwxGjAYBgNVBAMMEWNrcy1kcmlmdCB0ZXN0IENBMFkw
+EwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEQcGICdADoXVp2T0ga/kV7ehZEYlsPpPZ
+GabRYOMjB54tKt39igXHWLOItKIxjyD6yNwuWVICptYPzC0u/1qIfKNTMFEwHQYD
+VR0OBBYEFC8wlaZyS60i4+l3idihOELPxcCbMB8GA1UdIwQYMBaAFC8wlaZyS60i
+4+l3idihOELPxcCbMA8GA1UdEwEB/wQFMAMBAf8wCgYIKoZIzj0EAwIDSAAwRQIg
+JGebnybmJsvyp6RXJMYhggAPP9PbG20Xja3QVzZb87cCIQClGaPx3ttvihVcsL/i
+hxHCwdOE4Zf1n5CHMB27dsx1+w==
+-----END CERTIFICATE-----
+";
+}
