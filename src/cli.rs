@@ -87,7 +87,15 @@ async fn check(path: &std::path::Path, format: Format, _no_notify: bool) -> i32 
         concurrency: config.check.concurrency,
         default_user: config.ssh.user.clone(),
     };
-    let report = match run_cycle(&api, lister, &settings, &Default::default(), Timestamp::now()).await {
+    let report = match run_cycle(
+        &api,
+        lister,
+        &settings,
+        &Default::default(),
+        Timestamp::now(),
+    )
+    .await
+    {
         Ok(r) => r,
         Err(e) => return fail(error_chain(&e)),
     };

@@ -175,14 +175,19 @@ pub fn skip_reason(c: &KubernetesCluster) -> Option<String> {
     }
     match c.state.as_str() {
         "Running" | "Alert" => None,
-        other => Some(format!("state {other}: only Running and Alert clusters are checked")),
+        other => Some(format!(
+            "state {other}: only Running and Alert clusters are checked"
+        )),
     }
 }
 
 /// The SSH host from the cluster's `endpoint` (`https://<ip>:6443/`).
 pub fn endpoint_host(endpoint: Option<&str>) -> Option<String> {
     let url = reqwest::Url::parse(endpoint?.trim()).ok()?;
-    let host = url.host_str()?.trim_start_matches('[').trim_end_matches(']');
+    let host = url
+        .host_str()?
+        .trim_start_matches('[')
+        .trim_end_matches(']');
     (!host.is_empty()).then(|| host.to_string())
 }
 
@@ -190,10 +195,18 @@ pub fn endpoint_host(endpoint: Option<&str>) -> Option<String> {
 /// VM directly); otherwise 2222, the public port forwarded to the first control node.
 pub fn ssh_port(network: Option<&Network>, control_nodes: u32) -> u16 {
     let direct = network.is_some_and(|n| {
-        n.network_type.as_deref().is_some_and(|t| t.eq_ignore_ascii_case("Shared"))
-            || n.networkmode.as_deref().is_some_and(|m| m.eq_ignore_ascii_case("ROUTED"))
+        n.network_type
+            .as_deref()
+            .is_some_and(|t| t.eq_ignore_ascii_case("Shared"))
+            || n.networkmode
+                .as_deref()
+                .is_some_and(|m| m.eq_ignore_ascii_case("ROUTED"))
     });
-    if direct && control_nodes <= 1 { 22 } else { 2222 }
+    if direct && control_nodes <= 1 {
+        22
+    } else {
+        2222
+    }
 }
 
 /// Identity of a cluster's state and map, to notice an operation that ran during the check.
@@ -426,14 +439,20 @@ async fn probe_vanished(
     previous: Option<&PreviousMap>,
     listed: &HashMap<&str, &VirtualMachine>,
 ) -> Result<Vec<VanishedVm>, ApiError> {
-    let Some(prev) = previous else { return Ok(vec![]) };
+    let Some(prev) = previous else {
+        return Ok(vec![]);
+    };
     let now_ids: BTreeSet<&str> = c.virtualmachines.iter().map(|vm| vm.id.as_str()).collect();
     let mut out = Vec::new();
     // Already known gone, finding still open: keep it without probing again, unless the row
     // came back.
     for (id, (name, how)) in &prev.vanished {
         if !now_ids.contains(id.as_str()) && !listed.contains_key(id.as_str()) {
-            out.push(VanishedVm { id: id.clone(), name: name.clone(), how: *how });
+            out.push(VanishedVm {
+                id: id.clone(),
+                name: name.clone(),
+                how: *how,
+            });
         }
     }
     if info.expected_vms() < prev.expected_vms {
@@ -447,12 +466,25 @@ async fn probe_vanished(
             // The VM still exists; only its map row went.
             continue;
         }
-        match api.list::<VirtualMachine>("listVirtualMachines", "virtualmachine", &[("id", id.as_str()), ("listall", "true")]).await {
-            Ok(found) if found.is_empty() => out.push(VanishedVm { id: id.clone(), name: Some(name.clone()), how: VanishedHow::Expunged }),
+        match api
+            .list::<VirtualMachine>(
+                "listVirtualMachines",
+                "virtualmachine",
+                &[("id", id.as_str()), ("listall", "true")],
+            )
+            .await
+        {
+            Ok(found) if found.is_empty() => out.push(VanishedVm {
+                id: id.clone(),
+                name: Some(name.clone()),
+                how: VanishedHow::Expunged,
+            }),
             Ok(_) => {}
-            Err(e) if e.code() == Some(431) => {
-                out.push(VanishedVm { id: id.clone(), name: Some(name.clone()), how: VanishedHow::DoesNotExist })
-            }
+            Err(e) if e.code() == Some(431) => out.push(VanishedVm {
+                id: id.clone(),
+                name: Some(name.clone()),
+                how: VanishedHow::DoesNotExist,
+            }),
             Err(e) => return Err(e),
         }
     }
@@ -485,8 +517,14 @@ mod tests {
 
     #[test]
     fn endpoint_hosts() {
-        assert_eq!(endpoint_host(Some("https://10.0.57.163:6443/")), Some("10.0.57.163".into()));
-        assert_eq!(endpoint_host(Some("https://[fd00::5]:6443/")), Some("fd00::5".into()));
+        assert_eq!(
+            endpoint_host(Some("https://10.0.57.163:6443/")),
+            Some("10.0.57.163".into())
+        );
+        assert_eq!(
+            endpoint_host(Some("https://[fd00::5]:6443/")),
+            Some("fd00::5".into())
+        );
         assert_eq!(endpoint_host(Some("")), None);
         assert_eq!(endpoint_host(None), None);
     }
@@ -502,10 +540,20 @@ mod tests {
     fn which_clusters_are_checked() {
         assert_eq!(skip_reason(&cluster("Running", Some("CloudManaged"))), None);
         assert_eq!(skip_reason(&cluster("Alert", None)), None);
-        for state in ["Scaling", "Starting", "Stopped", "Upgrading", "RemovingNodes", "Error", "Created"] {
+        for state in [
+            "Scaling",
+            "Starting",
+            "Stopped",
+            "Upgrading",
+            "RemovingNodes",
+            "Error",
+            "Created",
+        ] {
             assert_eq!(
                 skip_reason(&cluster(state, None)),
-                Some(format!("state {state}: only Running and Alert clusters are checked"))
+                Some(format!(
+                    "state {state}: only Running and Alert clusters are checked"
+                ))
             );
         }
         assert_eq!(

@@ -5,14 +5,14 @@
 //! -> `report`, driven by `cycle`.
 #![forbid(unsafe_code)]
 
+pub mod cli;
 pub mod cloudstack;
 pub mod config;
-pub mod diff;
-pub mod naming;
-pub mod snapshot;
-pub mod time;
 pub mod cycle;
-pub mod report;
+pub mod diff;
 pub mod logging;
-pub mod cli;
+pub mod naming;
+pub mod report;
+pub mod snapshot;
 pub mod state;
+pub mod time;

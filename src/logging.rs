@@ -22,7 +22,13 @@ pub fn init(level: &str, format: LogFormat) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
     let _ = match format {
-        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).try_init(),
-        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .try_init(),
+        LogFormat::Text => builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .try_init(),
     };
 }

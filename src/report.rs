@@ -133,11 +133,12 @@ pub fn to_text(report: &CycleReport, new: Option<&NewKeys>) -> String {
                 None => "",
             };
             let subject = match (&m.vm_name, &m.vm_id, &m.node) {
-                (Some(name), Some(id), _) => format!(
-                    "VM {name} ({id}, {})",
-                    m.vm_state.as_deref().unwrap_or("?")
-                ),
-                (None, Some(id), _) => format!("VM {id} ({})", m.vm_state.as_deref().unwrap_or("?")),
+                (Some(name), Some(id), _) => {
+                    format!("VM {name} ({id}, {})", m.vm_state.as_deref().unwrap_or("?"))
+                }
+                (None, Some(id), _) => {
+                    format!("VM {id} ({})", m.vm_state.as_deref().unwrap_or("?"))
+                }
                 (_, _, Some(node)) => format!("node {node}"),
                 _ => format!("map {}", m.vm_state.as_deref().unwrap_or("")),
             };

@@ -174,10 +174,16 @@ impl Notification {
     pub fn subject(&self) -> Option<String> {
         match self {
             Notification::Event { .. } => None,
-            Notification::RaiseAlert { cluster_id, key, .. }
+            Notification::RaiseAlert {
+                cluster_id, key, ..
+            }
             | Notification::ArchiveAlert { cluster_id, key }
-            | Notification::AddAnnotation { cluster_id, key, .. }
-            | Notification::RemoveAnnotation { cluster_id, key } => Some(record_key(cluster_id, key)),
+            | Notification::AddAnnotation {
+                cluster_id, key, ..
+            }
+            | Notification::RemoveAnnotation { cluster_id, key } => {
+                Some(record_key(cluster_id, key))
+            }
         }
     }
 
@@ -186,7 +192,9 @@ impl Notification {
         match self {
             Notification::Event { .. } => "event_log",
             Notification::RaiseAlert { .. } | Notification::ArchiveAlert { .. } => "alert",
-            Notification::AddAnnotation { .. } | Notification::RemoveAnnotation { .. } => "annotation",
+            Notification::AddAnnotation { .. } | Notification::RemoveAnnotation { .. } => {
+                "annotation"
+            }
         }
     }
 }

@@ -12,9 +12,7 @@ use crate::cycle::{ClusterStatus, CycleReport, PreviousMap};
 use crate::diff::{Mismatch, MismatchKind, Side};
 use crate::report::NewKeys;
 use crate::snapshot::VanishedHow;
-use crate::state::{
-    ClusterState, Level, Notification, Outgoing, Reported, State, VanishedRecord, record_key,
-};
+use crate::state::{Level, Notification, Outgoing, Reported, State, VanishedRecord, record_key};
 use crate::time::Timestamp;
 
 /// Which channels are on, and the alert cap.
@@ -160,7 +158,14 @@ impl Queue<'_> {
     }
 }
 
-fn event(level: Level, cluster_id: &str, cluster: &str, m: Option<&Mismatch>, description: String, now: Timestamp) -> Notification {
+fn event(
+    level: Level,
+    cluster_id: &str,
+    cluster: &str,
+    m: Option<&Mismatch>,
+    description: String,
+    now: Timestamp,
+) -> Notification {
     Notification::Event {
         level,
         cluster_id: cluster_id.to_string(),
@@ -176,7 +181,12 @@ fn event(level: Level, cluster_id: &str, cluster: &str, m: Option<&Mismatch>, de
 }
 
 /// Applies one cycle's report to the state and queues the notifications it calls for.
-pub fn step(state: &mut State, report: &CycleReport, settings: &StepSettings, now: Timestamp) -> StepOutcome {
+pub fn step(
+    state: &mut State,
+    report: &CycleReport,
+    settings: &StepSettings,
+    now: Timestamp,
+) -> StepOutcome {
     let mut outcome = StepOutcome::default();
     let seen: HashSet<&str> = report.clusters.iter().map(|c| c.id.as_str()).collect();
 
@@ -218,7 +228,13 @@ pub fn step(state: &mut State, report: &CycleReport, settings: &StepSettings, no
                         now
                     }
                 };
-                next.insert(key, Reported { mismatch: m.clone(), since });
+                next.insert(
+                    key,
+                    Reported {
+                        mismatch: m.clone(),
+                        since,
+                    },
+                );
             }
             *entry.side_mut(side) = next;
         }
@@ -235,7 +251,13 @@ pub fn step(state: &mut State, report: &CycleReport, settings: &StepSettings, no
                         Some("Missing") => VanishedHow::DoesNotExist,
                         _ => return None,
                     };
-                    Some((m.vm_id.clone()?, VanishedRecord { name: m.vm_name.clone(), how }))
+                    Some((
+                        m.vm_id.clone()?,
+                        VanishedRecord {
+                            name: m.vm_name.clone(),
+                            how,
+                        },
+                    ))
                 })
                 .collect();
         }
@@ -243,7 +265,14 @@ pub fn step(state: &mut State, report: &CycleReport, settings: &StepSettings, no
         let mut q = Queue { state };
         for m in &new {
             outcome.new.insert((c.id.clone(), m.key()));
-            q.push(event(Level::Warn, &c.id, &c.name, Some(m), m.reason.clone(), now));
+            q.push(event(
+                Level::Warn,
+                &c.id,
+                &c.name,
+                Some(m),
+                m.reason.clone(),
+                now,
+            ));
             if settings.annotations {
                 q.push(Notification::AddAnnotation {
                     cluster_id: c.id.clone(),
@@ -281,7 +310,10 @@ pub fn step(state: &mut State, report: &CycleReport, settings: &StepSettings, no
         if settings.alerts && !resolved.is_empty() {
             let open: BTreeSet<&String> = entry.vms.keys().chain(entry.nodes.keys()).collect();
             for key in summaries_to_archive(q.state, &c.id, &open) {
-                q.push(Notification::ArchiveAlert { cluster_id: c.id.clone(), key });
+                q.push(Notification::ArchiveAlert {
+                    cluster_id: c.id.clone(),
+                    key,
+                });
             }
         }
         for side in matches_again {
@@ -310,17 +342,30 @@ pub fn step(state: &mut State, report: &CycleReport, settings: &StepSettings, no
     // Clusters that no longer exist: close what was open for them. An empty listing is not
     // taken as "every cluster is gone" (a key that lost its rights sees nothing).
     if !report.clusters.is_empty() {
-        let gone: Vec<String> = state.clusters.keys().filter(|id| !seen.contains(id.as_str())).cloned().collect();
+        let gone: Vec<String> = state
+            .clusters
+            .keys()
+            .filter(|id| !seen.contains(id.as_str()))
+            .cloned()
+            .collect();
         for id in gone {
             let entry = state.clusters.remove(&id).unwrap_or_default();
-            let keys: Vec<String> = entry.vms.keys().chain(entry.nodes.keys()).cloned().collect();
+            let keys: Vec<String> = entry
+                .vms
+                .keys()
+                .chain(entry.nodes.keys())
+                .cloned()
+                .collect();
             let mut q = Queue { state };
             for key in &keys {
                 close(&mut q, &id, key, settings);
             }
             if settings.alerts {
                 for key in summaries_to_archive(q.state, &id, &BTreeSet::new()) {
-                    q.push(Notification::ArchiveAlert { cluster_id: id.clone(), key });
+                    q.push(Notification::ArchiveAlert {
+                        cluster_id: id.clone(),
+                        key,
+                    });
                 }
             }
             if !keys.is_empty() {
@@ -342,19 +387,24 @@ fn close(q: &mut Queue<'_>, cluster_id: &str, key: &str, settings: &StepSettings
     let rk = record_key(cluster_id, key);
     let raised = q.state.alerts.contains_key(&rk) || pending(q.state, &rk, "alert");
     if raised || settings.alerts {
-        q.push(Notification::ArchiveAlert { cluster_id: cluster_id.to_string(), key: key.to_string() });
+        q.push(Notification::ArchiveAlert {
+            cluster_id: cluster_id.to_string(),
+            key: key.to_string(),
+        });
     }
     let annotated = q.state.annotations.contains_key(&rk) || pending(q.state, &rk, "annotation");
     if annotated || settings.annotations {
-        q.push(Notification::RemoveAnnotation { cluster_id: cluster_id.to_string(), key: key.to_string() });
+        q.push(Notification::RemoveAnnotation {
+            cluster_id: cluster_id.to_string(),
+            key: key.to_string(),
+        });
     }
 }
 
 fn pending(state: &State, subject: &str, channel: &str) -> bool {
-    state
-        .outbox
-        .iter()
-        .any(|o| o.notification.channel() == channel && o.notification.subject().as_deref() == Some(subject))
+    state.outbox.iter().any(|o| {
+        o.notification.channel() == channel && o.notification.subject().as_deref() == Some(subject)
+    })
 }
 
 /// Summary alerts of a cluster (recorded or still queued) none of whose keys is open.
@@ -363,11 +413,20 @@ fn summaries_to_archive(state: &State, cluster_id: &str, open: &BTreeSet<&String
     let mut out: Vec<String> = state
         .alerts
         .iter()
-        .filter(|(rk, r)| rk.starts_with(&prefix) && !r.covers.is_empty() && r.covers.iter().all(|k| !open.contains(k)))
+        .filter(|(rk, r)| {
+            rk.starts_with(&prefix)
+                && !r.covers.is_empty()
+                && r.covers.iter().all(|k| !open.contains(k))
+        })
         .map(|(rk, _)| rk[prefix.len()..].to_string())
         .collect();
     for o in &state.outbox {
-        if let Notification::RaiseAlert { cluster_id: cid, key, covers, .. } = &o.notification
+        if let Notification::RaiseAlert {
+            cluster_id: cid,
+            key,
+            covers,
+            ..
+        } = &o.notification
             && cid == cluster_id
             && !covers.is_empty()
             && covers.iter().all(|k| !open.contains(k))

@@ -14,7 +14,11 @@ fn at(min: i64) -> Timestamp {
 fn m(kind: MismatchKind, subject: &str) -> Mismatch {
     let (vm_id, vm_name, node) = match kind {
         MismatchKind::NodeWithoutVm => (None, None, Some(subject.to_string())),
-        _ => (Some(subject.to_string()), Some(format!("web-node-{subject}")), None),
+        _ => (
+            Some(subject.to_string()),
+            Some(format!("web-node-{subject}")),
+            None,
+        ),
     };
     Mismatch {
         kind,
@@ -61,11 +65,20 @@ fn drain(state: &mut State) -> Vec<String> {
         .outbox
         .drain(..)
         .map(|o| match o.notification {
-            Notification::Event { level, key, description, .. } => {
+            Notification::Event {
+                level,
+                key,
+                description,
+                ..
+            } => {
                 format!("event {level:?} {} {description}", key.unwrap_or_default())
             }
-            Notification::RaiseAlert { key, covers, .. } if covers.is_empty() => format!("alert {key}"),
-            Notification::RaiseAlert { covers, .. } => format!("summary alert {}", covers.join(",")),
+            Notification::RaiseAlert { key, covers, .. } if covers.is_empty() => {
+                format!("alert {key}")
+            }
+            Notification::RaiseAlert { covers, .. } => {
+                format!("summary alert {}", covers.join(","))
+            }
             Notification::ArchiveAlert { key, .. } => format!("archive {key}"),
             Notification::AddAnnotation { key, .. } => format!("annotate {key}"),
             Notification::RemoveAnnotation { key, .. } => format!("unannotate {key}"),
@@ -78,9 +91,15 @@ use MismatchKind::*;
 #[test]
 fn reported_once_then_silent() {
     let mut s = State::default();
-    let r = report(vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])], 0);
+    let r = report(
+        vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])],
+        0,
+    );
     let out = step(&mut s, &r, &ON, at(0));
-    assert_eq!(out.new, [("c1".to_string(), "unmapped_vm:v2".to_string())].into());
+    assert_eq!(
+        out.new,
+        [("c1".to_string(), "unmapped_vm:v2".to_string())].into()
+    );
     assert_eq!(
         drain(&mut s),
         vec![
@@ -90,7 +109,12 @@ fn reported_once_then_silent() {
         ]
     );
     for cycle in 1..4 {
-        let out = step(&mut s, &report(r.clusters.clone(), cycle * 5), &ON, at(cycle * 5));
+        let out = step(
+            &mut s,
+            &report(r.clusters.clone(), cycle * 5),
+            &ON,
+            at(cycle * 5),
+        );
         assert!(out.new.is_empty());
         assert_eq!(drain(&mut s), Vec::<String>::new(), "cycle {cycle}");
         assert_eq!(out.open["c1"].len(), 1);
@@ -102,9 +126,22 @@ fn reported_once_then_silent() {
 #[test]
 fn resolved_then_back_is_reported_again() {
     let mut s = State::default();
-    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])], 0), &ON, at(0));
+    step(
+        &mut s,
+        &report(
+            vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])],
+            0,
+        ),
+        &ON,
+        at(0),
+    );
     drain(&mut s);
-    let out = step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![])], 5), &ON, at(5));
+    let out = step(
+        &mut s,
+        &report(vec![cluster(ClusterStatus::Checked, vec![])], 5),
+        &ON,
+        at(5),
+    );
     assert!(out.open.is_empty());
     assert_eq!(
         drain(&mut s),
@@ -115,7 +152,15 @@ fn resolved_then_back_is_reported_again() {
         ]
     );
     assert!(s.clusters["c1"].vms.is_empty());
-    let out = step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])], 10), &ON, at(10));
+    let out = step(
+        &mut s,
+        &report(
+            vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])],
+            10,
+        ),
+        &ON,
+        at(10),
+    );
     assert_eq!(out.new.len(), 1);
     assert_eq!(drain(&mut s).len(), 3);
 }
@@ -123,15 +168,35 @@ fn resolved_then_back_is_reported_again() {
 #[test]
 fn only_new_mismatches_are_reported_when_the_set_changes() {
     let mut s = State::default();
-    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![m(MappedVm, "v1"), m(UnmappedVm, "v2")])], 0), &ON, at(0));
+    step(
+        &mut s,
+        &report(
+            vec![cluster(
+                ClusterStatus::Checked,
+                vec![m(MappedVm, "v1"), m(UnmappedVm, "v2")],
+            )],
+            0,
+        ),
+        &ON,
+        at(0),
+    );
     drain(&mut s);
     let out = step(
         &mut s,
-        &report(vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2"), m(UnmappedVm, "v3")])], 5),
+        &report(
+            vec![cluster(
+                ClusterStatus::Checked,
+                vec![m(UnmappedVm, "v2"), m(UnmappedVm, "v3")],
+            )],
+            5,
+        ),
         &ON,
         at(5),
     );
-    assert_eq!(out.new, [("c1".to_string(), "unmapped_vm:v3".to_string())].into());
+    assert_eq!(
+        out.new,
+        [("c1".to_string(), "unmapped_vm:v3".to_string())].into()
+    );
     // v1 resolved (no INFO: the VM side still has v2 and v3), v3 new.
     assert_eq!(
         drain(&mut s),
@@ -150,13 +215,26 @@ fn a_mapped_vm_keeps_its_key_from_destroyed_to_gone() {
     let mut s = State::default();
     let mut destroyed = m(MappedVm, "v1");
     destroyed.vm_state = Some("Destroyed".into());
-    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![destroyed.clone()])], 0), &ON, at(0));
+    step(
+        &mut s,
+        &report(
+            vec![cluster(ClusterStatus::Checked, vec![destroyed.clone()])],
+            0,
+        ),
+        &ON,
+        at(0),
+    );
     drain(&mut s);
     for state in ["Expunging", "Expunged"] {
         let mut next = destroyed.clone();
         next.vm_state = Some(state.into());
         next.reason = format!("now {state}");
-        let out = step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![next])], 5), &ON, at(5));
+        let out = step(
+            &mut s,
+            &report(vec![cluster(ClusterStatus::Checked, vec![next])], 5),
+            &ON,
+            at(5),
+        );
         assert!(out.new.is_empty(), "{state}");
         assert_eq!(drain(&mut s), Vec::<String>::new(), "{state}");
     }
@@ -170,12 +248,26 @@ fn sides_are_kept_separately() {
     let mut s = State::default();
     step(
         &mut s,
-        &report(vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2"), m(VmNotANode, "v3")])], 0),
+        &report(
+            vec![cluster(
+                ClusterStatus::Checked,
+                vec![m(UnmappedVm, "v2"), m(VmNotANode, "v3")],
+            )],
+            0,
+        ),
         &ON,
         at(0),
     );
     drain(&mut s);
-    let out = step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])], 5), &ON, at(5));
+    let out = step(
+        &mut s,
+        &report(
+            vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])],
+            5,
+        ),
+        &ON,
+        at(5),
+    );
     assert_eq!(
         drain(&mut s),
         vec![
@@ -192,28 +284,76 @@ fn partial_check_keeps_node_findings_and_compares_vms() {
     // Upstream scenario 5: SSH broken. The node finding is kept (neither cleared nor
     // reported again), a new VM-side finding is reported.
     let mut s = State::default();
-    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![m(VmNotANode, "v3")])], 0), &ON, at(0));
+    step(
+        &mut s,
+        &report(
+            vec![cluster(ClusterStatus::Checked, vec![m(VmNotANode, "v3")])],
+            0,
+        ),
+        &ON,
+        at(0),
+    );
     drain(&mut s);
-    let out = step(&mut s, &report(vec![cluster(ClusterStatus::Partial, vec![m(UnmappedVm, "v2")])], 5), &ON, at(5));
-    assert_eq!(out.new, [("c1".to_string(), "unmapped_vm:v2".to_string())].into());
+    let out = step(
+        &mut s,
+        &report(
+            vec![cluster(ClusterStatus::Partial, vec![m(UnmappedVm, "v2")])],
+            5,
+        ),
+        &ON,
+        at(5),
+    );
+    assert_eq!(
+        out.new,
+        [("c1".to_string(), "unmapped_vm:v2".to_string())].into()
+    );
     assert_eq!(
         drain(&mut s),
-        vec!["event Warn unmapped_vm:v2 unmapped_vm v2", "annotate unmapped_vm:v2", "alert unmapped_vm:v2"]
+        vec![
+            "event Warn unmapped_vm:v2 unmapped_vm v2",
+            "annotate unmapped_vm:v2",
+            "alert unmapped_vm:v2"
+        ]
     );
-    assert_eq!(out.open["c1"], vec![m(UnmappedVm, "v2"), m(VmNotANode, "v3")]);
+    assert_eq!(
+        out.open["c1"],
+        vec![m(UnmappedVm, "v2"), m(VmNotANode, "v3")]
+    );
     // SSH back, both gone: two INFO events.
-    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![])], 10), &ON, at(10));
+    step(
+        &mut s,
+        &report(vec![cluster(ClusterStatus::Checked, vec![])], 10),
+        &ON,
+        at(10),
+    );
     let sent = drain(&mut s);
-    assert_eq!(sent.iter().filter(|l| l.starts_with("event Info")).count(), 2, "{sent:?}");
+    assert_eq!(
+        sent.iter().filter(|l| l.starts_with("event Info")).count(),
+        2,
+        "{sent:?}"
+    );
 }
 
 #[test]
 fn skipped_cluster_keeps_everything() {
     let mut s = State::default();
-    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])], 0), &ON, at(0));
+    step(
+        &mut s,
+        &report(
+            vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])],
+            0,
+        ),
+        &ON,
+        at(0),
+    );
     drain(&mut s);
     let before = s.clusters["c1"].clone();
-    let out = step(&mut s, &report(vec![cluster(ClusterStatus::Skipped, vec![])], 5), &ON, at(5));
+    let out = step(
+        &mut s,
+        &report(vec![cluster(ClusterStatus::Skipped, vec![])], 5),
+        &ON,
+        at(5),
+    );
     assert_eq!(drain(&mut s), Vec::<String>::new());
     assert_eq!(s.clusters["c1"], before);
     assert_eq!(out.open["c1"], vec![m(UnmappedVm, "v2")]);
@@ -223,9 +363,17 @@ fn skipped_cluster_keeps_everything() {
 fn alert_cap_gives_a_summary() {
     let mut s = State::default();
     let many: Vec<Mismatch> = (1..=8).map(|i| m(UnmappedVm, &format!("v{i}"))).collect();
-    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, many)], 0), &ON, at(0));
+    step(
+        &mut s,
+        &report(vec![cluster(ClusterStatus::Checked, many)], 0),
+        &ON,
+        at(0),
+    );
     let sent = drain(&mut s);
-    assert_eq!(sent.iter().filter(|l| l.starts_with("event Warn")).count(), 8);
+    assert_eq!(
+        sent.iter().filter(|l| l.starts_with("event Warn")).count(),
+        8
+    );
     assert_eq!(sent.iter().filter(|l| l.starts_with("annotate")).count(), 8);
     let alerts: Vec<&String> = sent.iter().filter(|l| l.contains("alert")).collect();
     assert_eq!(
@@ -245,7 +393,12 @@ fn alert_cap_gives_a_summary() {
 fn summary_alert_is_archived_when_all_it_covers_resolve() {
     let mut s = State::default();
     let many: Vec<Mismatch> = (1..=7).map(|i| m(UnmappedVm, &format!("v{i}"))).collect();
-    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, many.clone())], 0), &ON, at(0));
+    step(
+        &mut s,
+        &report(vec![cluster(ClusterStatus::Checked, many.clone())], 0),
+        &ON,
+        at(0),
+    );
     // Delivery records the summary alert.
     let summary_key = format!("summary:{}", at(0).to_compact());
     s.alerts.insert(
@@ -259,30 +412,73 @@ fn summary_alert_is_archived_when_all_it_covers_resolve() {
     );
     drain(&mut s);
     // v7 resolves: v6 still open, the summary stays.
-    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, many[..6].to_vec())], 5), &ON, at(5));
+    step(
+        &mut s,
+        &report(vec![cluster(ClusterStatus::Checked, many[..6].to_vec())], 5),
+        &ON,
+        at(5),
+    );
     assert!(!drain(&mut s).iter().any(|l| l.contains("summary")));
     // v6 resolves too: the summary is archived.
-    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, many[..5].to_vec())], 10), &ON, at(10));
+    step(
+        &mut s,
+        &report(
+            vec![cluster(ClusterStatus::Checked, many[..5].to_vec())],
+            10,
+        ),
+        &ON,
+        at(10),
+    );
     assert!(drain(&mut s).contains(&format!("archive {summary_key}")));
 }
 
 #[test]
 fn channels_off_queue_only_events() {
     let mut s = State::default();
-    let off = StepSettings { alerts: false, annotations: false, alert_cap: 5 };
-    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])], 0), &off, at(0));
-    assert_eq!(drain(&mut s), vec!["event Warn unmapped_vm:v2 unmapped_vm v2"]);
-    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![])], 5), &off, at(5));
+    let off = StepSettings {
+        alerts: false,
+        annotations: false,
+        alert_cap: 5,
+    };
+    step(
+        &mut s,
+        &report(
+            vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])],
+            0,
+        ),
+        &off,
+        at(0),
+    );
     assert_eq!(
         drain(&mut s),
-        vec!["event Info  The VM map of Kubernetes cluster web matches the VMs of the cluster in CloudStack again"]
+        vec!["event Warn unmapped_vm:v2 unmapped_vm v2"]
+    );
+    step(
+        &mut s,
+        &report(vec![cluster(ClusterStatus::Checked, vec![])], 5),
+        &off,
+        at(5),
+    );
+    assert_eq!(
+        drain(&mut s),
+        vec![
+            "event Info  The VM map of Kubernetes cluster web matches the VMs of the cluster in CloudStack again"
+        ]
     );
 }
 
 #[test]
 fn deleted_cluster_is_closed_but_an_empty_listing_is_not_trusted() {
     let mut s = State::default();
-    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])], 0), &ON, at(0));
+    step(
+        &mut s,
+        &report(
+            vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])],
+            0,
+        ),
+        &ON,
+        at(0),
+    );
     drain(&mut s);
     // An empty cluster listing changes nothing.
     step(&mut s, &report(vec![], 5), &ON, at(5));
@@ -317,14 +513,25 @@ fn texts_name_the_cluster_and_the_vm_and_fit_cloudstack() {
     assert_eq!(d.chars().count(), ALERT_DESCRIPTION_MAX);
     assert!(d.ends_with("… [cks-drift c1/mapped_vm:v1]"));
     let a = annotation_text("c1", &m(NodeWithoutVm, "stray"));
-    assert!(a.starts_with("node_without_vm stray. Nothing was changed. Check the node"), "{a}");
+    assert!(
+        a.starts_with("node_without_vm stray. Nothing was changed. Check the node"),
+        "{a}"
+    );
     assert!(a.ends_with("[cks-drift c1/node_without_vm:stray]"));
 }
 
 #[test]
 fn state_round_trips_through_json() {
     let mut s = State::default();
-    step(&mut s, &report(vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])], 0), &ON, at(0));
+    step(
+        &mut s,
+        &report(
+            vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])],
+            0,
+        ),
+        &ON,
+        at(0),
+    );
     let text = serde_json::to_string_pretty(&s).unwrap();
     let back: State = serde_json::from_str(&text).unwrap();
     assert_eq!(back, s);
