@@ -1,2 +1,251 @@
-//! The state file on disk: taken under an exclusive lock before anything else, read
-//! (a corrupt file is moved aside, never fatal), and written atomically.
+//! The state file on disk: taken under an exclusive lock before anything else, read (a
+//! corrupt file is moved aside, never fatal), and written atomically (temporary file, fsync,
+//! rename, fsync of the folder) with mode 0600.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::state::{State, VERSION};
+use crate::time::Timestamp;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("state file {path} is in use by another cks-drift{}; stop it or point state.path elsewhere", holder.map(|p| format!(" (pid {p})")).unwrap_or_default())]
+    Locked { path: PathBuf, holder: Option<u32> },
+    #[error("cannot {action} {path}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StateError + use<> {
+    let path = path.to_path_buf();
+    move |source| StateError::Io {
+        action,
+        path,
+        source,
+    }
+}
+
+/// The state file, held under its lock for as long as this value lives.
+#[derive(Debug)]
+pub struct StateFile {
+    path: PathBuf,
+    _lock: File,
+}
+
+/// What opening found besides the state.
+#[derive(Debug, Default, PartialEq)]
+pub struct OpenNote {
+    /// Where a corrupt or unreadable file was moved, and why.
+    pub moved_aside: Option<(PathBuf, String)>,
+}
+
+impl StateFile {
+    /// Locks `<path>.lock` (exclusive, without waiting) and reads the state. A file that does
+    /// not parse is renamed to `<path>.corrupt-<time>` and a fresh state is returned.
+    pub fn open(path: &Path, now: Timestamp) -> Result<(StateFile, State, OpenNote), StateError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(io("create the folder", dir))?;
+        }
+        let lock_path = lock_path(path);
+        let mut lock = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&lock_path)
+            .map_err(io("open", &lock_path))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let mut text = String::new();
+                let _ = lock.read_to_string(&mut text);
+                return Err(StateError::Locked {
+                    path: path.to_path_buf(),
+                    holder: text.trim().parse().ok(),
+                });
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(io("lock", &lock_path)(e)),
+        }
+        lock.set_len(0).map_err(io("write", &lock_path))?;
+        writeln!(lock, "{}", std::process::id()).map_err(io("write", &lock_path))?;
+
+        let mut note = OpenNote::default();
+        let state = match std::fs::read(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => State::default(),
+            Err(e) => {
+                let why = format!("unreadable: {e}");
+                note.moved_aside = Some((move_aside(path, now)?, why));
+                State::default()
+            }
+            Ok(bytes) => match parse(&bytes) {
+                Ok(state) => state,
+                Err(why) => {
+                    note.moved_aside = Some((move_aside(path, now)?, why));
+                    State::default()
+                }
+            },
+        };
+        Ok((
+            StateFile {
+                path: path.to_path_buf(),
+                _lock: lock,
+            },
+            state,
+            note,
+        ))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes the state atomically: a reader (or a crash) sees the old file or the new one,
+    /// never a mix.
+    pub fn save(&self, state: &State) -> Result<(), StateError> {
+        write_atomic(
+            &self.path,
+            &serde_json::to_vec_pretty(state).expect("state serializes"),
+        )
+    }
+}
+
+fn lock_path(path: &Path) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(".lock");
+    PathBuf::from(s)
+}
+
+fn parse(bytes: &[u8]) -> Result<State, String> {
+    let value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
+    match value.get("version").and_then(|v| v.as_u64()) {
+        Some(v) if v == u64::from(VERSION) => {}
+        Some(v) => {
+            return Err(format!(
+                "schema version {v}; this release reads version {VERSION}"
+            ));
+        }
+        None => return Err("no schema version".into()),
+    }
+    serde_json::from_value(value).map_err(|e| format!("not a cks-drift state: {e}"))
+}
+
+fn move_aside(path: &Path, now: Timestamp) -> Result<PathBuf, StateError> {
+    let mut target = path.as_os_str().to_owned();
+    target.push(format!(".corrupt-{}", now.to_compact()));
+    let target = PathBuf::from(target);
+    std::fs::rename(path, &target).map_err(io("move aside", path))?;
+    Ok(target)
+}
+
+/// Temporary file in the same folder, fsync, rename over the target, fsync the folder.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(io("create a file in", &dir))?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o600))
+        .map_err(io("set the mode of", tmp.path()))?;
+    tmp.write_all(bytes).map_err(io("write", path))?;
+    tmp.as_file().sync_all().map_err(io("sync", path))?;
+    tmp.persist(path).map_err(|e| StateError::Io {
+        action: "replace",
+        path: path.to_path_buf(),
+        source: e.error,
+    })?;
+    File::open(&dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io("sync the folder", &dir))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: Timestamp = Timestamp::from_unix(1_800_000_000);
+
+    #[test]
+    fn fresh_state_then_round_trip_with_mode_0600() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/state.json");
+        let (file, mut state, note) = StateFile::open(&path, NOW).unwrap();
+        assert_eq!(note, OpenNote::default());
+        assert_eq!(state, State::default());
+        state.next_id = 42;
+        file.save(&state).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        drop(file);
+        let (_file, again, _) = StateFile::open(&path, NOW).unwrap();
+        assert_eq!(again.next_id, 42);
+    }
+
+    #[test]
+    fn second_open_is_refused_with_the_holder_pid() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let (_held, _, _) = StateFile::open(&path, NOW).unwrap();
+        let err = StateFile::open(&path, NOW).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "state file {} is in use by another cks-drift (pid {}); stop it or point state.path elsewhere",
+                path.display(),
+                std::process::id()
+            )
+        );
+    }
+
+    #[test]
+    fn corrupt_file_is_moved_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        for (content, why) in [
+            (&b"{\"version\": 1, \"clus"[..], "not JSON"),
+            (
+                &b"{\"version\": 99}"[..],
+                "schema version 99; this release reads version 1",
+            ),
+            (&b"[1,2]"[..], "no schema version"),
+        ] {
+            std::fs::write(&path, content).unwrap();
+            let (file, state, note) = StateFile::open(&path, NOW).unwrap();
+            assert_eq!(state, State::default());
+            let (moved, reason) = note.moved_aside.unwrap();
+            assert!(reason.starts_with(why), "{reason}");
+            assert_eq!(
+                moved,
+                dir.path().join("state.json.corrupt-20270115T080000Z")
+            );
+            assert_eq!(std::fs::read(&moved).unwrap(), content);
+            assert!(!path.exists());
+            drop(file);
+            std::fs::remove_file(&moved).unwrap();
+        }
+    }
+
+    #[test]
+    fn atomic_write_leaves_no_temporary_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        write_atomic(&path, b"one").unwrap();
+        write_atomic(&path, b"two").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"two");
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("state.json")]);
+    }
+}
