@@ -8,10 +8,14 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::cloudstack::client::Client;
 use crate::config::Config;
-use crate::cycle::{CycleSettings, run_cycle};
+use crate::cycle::CycleSettings;
 use crate::diff::Policy;
+use crate::engine::{Engine, Store};
+use crate::notify::DeliverySettings;
 use crate::remote::ssh::SshNodeLister;
 use crate::report::{self, exit};
+use crate::state::file::{StateError, StateFile};
+use crate::state::step::StepSettings;
 use crate::time::Timestamp;
 
 #[derive(Debug, Parser)]
@@ -63,48 +67,85 @@ fn fail(message: impl std::fmt::Display) -> i32 {
     exit::CANNOT_RUN
 }
 
-async fn check(path: &std::path::Path, format: Format, _no_notify: bool) -> i32 {
+/// Opens (and locks) the state file named by the config; a corrupt file is moved aside with
+/// a warning.
+pub fn open_store(config: &Config) -> Result<Store, StateError> {
+    let (file, state, note) = StateFile::open(&config.state.path, Timestamp::now())?;
+    if let Some((moved, why)) = note.moved_aside {
+        tracing::warn!(path = %config.state.path.display(), moved_to = %moved.display(), reason = %why, "the state file could not be read; it was moved aside and checking starts afresh");
+    }
+    Ok(Store { file, state })
+}
+
+/// The engine for a config: the API client, the SSH node lister and the settings.
+pub fn build_engine(config: &Config, store: Option<Store>) -> Result<Engine, String> {
+    if config.cloudstack.insecure {
+        tracing::warn!(url = %config.cloudstack.url, "TLS certificate verification is off (cloudstack.insecure = true)");
+    }
+    let api = Client::new(&config.cloudstack).map_err(|e| error_chain(&e))?;
+    let lister = SshNodeLister::new(&config.ssh).map_err(|e| error_chain(&e))?;
+    Ok(Engine {
+        api: Arc::new(api),
+        lister: Arc::new(lister),
+        cycle: CycleSettings {
+            policy: Policy {
+                grace_period: config.check.grace_period,
+            },
+            concurrency: config.check.concurrency,
+            default_user: config.ssh.user.clone(),
+        },
+        step: StepSettings {
+            alerts: config.notify.alerts,
+            annotations: config.notify.annotations,
+            alert_cap: config.notify.alert_cap,
+        },
+        delivery: DeliverySettings {
+            event_log: config.notify.event_log.clone(),
+            alert_types: config.notify.alert_types.clone(),
+        },
+        store,
+    })
+}
+
+async fn check(path: &std::path::Path, format: Format, no_notify: bool) -> i32 {
     let config = match Config::load(path) {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
     crate::logging::init(&config.log.level, config.log.format);
-    if config.cloudstack.insecure {
-        tracing::warn!(url = %config.cloudstack.url, "TLS certificate verification is off (cloudstack.insecure = true)");
-    }
-    let api = match Client::new(&config.cloudstack) {
-        Ok(c) => c,
+    // The state is locked before anything else, so a second instance stops here.
+    let store = if no_notify {
+        None
+    } else {
+        match open_store(&config) {
+            Ok(s) => Some(s),
+            Err(e) => return fail(error_chain(&e)),
+        }
+    };
+    let mut engine = match build_engine(&config, store) {
+        Ok(e) => e,
         Err(e) => return fail(e),
     };
-    let lister = match SshNodeLister::new(&config.ssh) {
-        Ok(l) => Arc::new(l),
-        Err(e) => return fail(e),
-    };
-    let settings = CycleSettings {
-        policy: Policy {
-            grace_period: config.check.grace_period,
-        },
-        concurrency: config.check.concurrency,
-        default_user: config.ssh.user.clone(),
-    };
-    let report = match run_cycle(
-        &api,
-        lister,
-        &settings,
-        &Default::default(),
-        Timestamp::now(),
-    )
-    .await
-    {
+    let tick = engine.tick(Timestamp::now()).await;
+    let report = match &tick.report {
         Ok(r) => r,
-        Err(e) => return fail(error_chain(&e)),
+        Err(e) => return fail(error_chain(e)),
     };
     let text = match format {
-        Format::Text => report::to_text(&report, None),
-        Format::Json => report::to_json(&report, None),
+        Format::Text => report::to_text(report, tick.new.as_ref()),
+        Format::Json => report::to_json(report, tick.new.as_ref()),
     };
     print!("{text}");
-    report::exit_code(&report)
+    if tick.pending > 0 {
+        tracing::warn!(
+            pending = tick.pending,
+            "notifications could not all be delivered; they stay queued in the state file for the next run"
+        );
+    }
+    if let Some(e) = &tick.state_error {
+        return fail(error_chain(e));
+    }
+    report::exit_code(report)
 }
 
 /// An error with its causes, on one line: `a: b: c`.

@@ -1,0 +1,126 @@
+//! CloudStack alerts through `generateAlert`, working around CloudStack's own de-duplication:
+//! the server silently drops an API-generated alert while an un-archived alert with the same
+//! type and zone exists, and still reports success. So each open mismatch gets a type of its
+//! own from `notify.alert_types`, the stored alert is confirmed with `listAlerts`, and it is
+//! archived when the mismatch resolves. Only alerts this daemon recorded are ever archived.
+
+use std::collections::HashSet;
+use std::ops::RangeInclusive;
+
+use tracing::warn;
+
+use crate::cloudstack::client::Client;
+use crate::cloudstack::error::ApiError;
+use crate::cloudstack::model::Alert;
+use crate::notify::DeliveryError;
+use crate::state::step::marker;
+use crate::state::{AlertRecord, State};
+
+/// The `name` of every alert this daemon raises.
+pub const ALERT_NAME: &str = "KUBERNETES.CLUSTER.VM.MAP.CHECK";
+
+/// Types tried for one alert before giving up for this cycle.
+const TYPE_ATTEMPTS: usize = 3;
+
+/// Picks alert types for one delivery pass. The un-archived alerts are listed once per pass.
+/// `listAlerts` does not say which zone an alert is in, so a type held in any zone counts as
+/// taken: the range is wide enough for that.
+pub struct AlertDesk {
+    range: RangeInclusive<u32>,
+    in_use: Option<HashSet<u32>>,
+}
+
+impl AlertDesk {
+    pub fn new(range: RangeInclusive<u32>) -> Self {
+        AlertDesk {
+            range,
+            in_use: None,
+        }
+    }
+
+    /// Raises the alert (or finds it already stored) and returns its record.
+    pub async fn raise(
+        &mut self,
+        api: &Client,
+        state: &State,
+        cluster_id: &str,
+        zone_id: Option<&str>,
+        key: &str,
+        description: &str,
+    ) -> Result<AlertRecord, DeliveryError> {
+        let tag = marker(cluster_id, key);
+        let record = |a: &Alert| AlertRecord {
+            alert_id: a.id.clone(),
+            alert_type: a.r#type.unwrap_or_default() as u32,
+            zone_id: zone_id.map(str::to_string),
+            covers: vec![],
+        };
+        // Stored by an earlier delivery that was cut short?
+        let found: Vec<Alert> = api
+            .list("listAlerts", "alert", &[("keyword", tag.as_str())])
+            .await?;
+        if let Some(a) = found.iter().find(|a| has_tag(a, &tag)) {
+            return Ok(record(a));
+        }
+        if self.in_use.is_none() {
+            let all: Vec<Alert> = api.list("listAlerts", "alert", &[]).await?;
+            let mut used: HashSet<u32> = all
+                .iter()
+                .filter_map(|a| a.r#type)
+                .filter_map(|t| u32::try_from(t).ok())
+                .filter(|t| self.range.contains(t))
+                .collect();
+            used.extend(state.alerts.values().map(|r| r.alert_type));
+            self.in_use = Some(used);
+        }
+        let in_use = self.in_use.as_mut().expect("filled above");
+        for _ in 0..TYPE_ATTEMPTS {
+            let Some(t) = self.range.clone().find(|t| !in_use.contains(t)) else {
+                return Err(DeliveryError::Alert(format!(
+                    "no free alert type left in notify.alert_types ({}-{}): every type is held by an un-archived alert; archive old alerts or widen the range",
+                    self.range.start(),
+                    self.range.end()
+                )));
+            };
+            in_use.insert(t);
+            let type_text = t.to_string();
+            let mut params = vec![
+                ("type", type_text.as_str()),
+                ("name", ALERT_NAME),
+                ("description", description),
+            ];
+            if let Some(z) = zone_id {
+                params.push(("zoneid", z));
+            }
+            api.request_async("generateAlert", &params).await?;
+            let stored: Vec<Alert> = api
+                .list("listAlerts", "alert", &[("type", type_text.as_str())])
+                .await?;
+            if let Some(a) = stored.iter().find(|a| has_tag(a, &tag)) {
+                return Ok(record(a));
+            }
+            warn!(
+                alert_type = t,
+                key,
+                "CloudStack did not store the alert (another un-archived alert holds this type); trying another type"
+            );
+        }
+        Err(DeliveryError::Alert(format!(
+            "CloudStack did not store the alert for {key} under {TYPE_ATTEMPTS} different types"
+        )))
+    }
+}
+
+fn has_tag(a: &Alert, tag: &str) -> bool {
+    a.description.as_deref().is_some_and(|d| d.ends_with(tag))
+}
+
+/// Archives one alert this daemon recorded. An alert already archived or deleted by an
+/// operator is done.
+pub async fn archive(api: &Client, alert_id: &str) -> Result<(), ApiError> {
+    match api.request("archiveAlerts", &[("ids", alert_id)]).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.code() == Some(431) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
