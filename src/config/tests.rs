@@ -216,3 +216,26 @@ fn event_log_defaults_beside_the_state_file() {
     let c = parse(&format!("{MINIMAL}[state]\npath = \"/tmp/x/state.json\"\n")).unwrap();
     assert_eq!(c.notify.event_log, PathBuf::from("/tmp/x/events.jsonl"));
 }
+
+#[test]
+fn the_example_config_is_complete_and_valid() {
+    let text = include_str!("../../config/cks-drift.toml");
+    // Secrets come from files there; give them through the environment instead.
+    let text = text
+        .replace("api_key_file = \"/etc/cks-drift/api_key\"", "")
+        .replace("secret_key_file = \"/etc/cks-drift/secret_key\"", "");
+    let env = |name: &str| Some(format!("value-of-{name}"));
+    let c = Config::from_toml(&text, Path::new("cks-drift.toml"), &env).unwrap();
+    assert_eq!(c.check.interval, Duration::from_secs(300));
+    // Every known key appears in the example.
+    let example = include_str!("../../config/cks-drift.toml");
+    for (table, keys) in KNOWN_KEYS {
+        assert!(example.contains(&format!("[{table}]")), "[{table}]");
+        for key in *keys {
+            assert!(
+                example.contains(&format!("\n{key} =")) || example.contains(&format!("# {key} =")),
+                "{table}.{key} is not in the example"
+            );
+        }
+    }
+}
