@@ -7,5 +7,6 @@
 
 pub mod cloudstack;
 pub mod config;
+pub mod remote;
 pub mod snapshot;
 pub mod time;
