@@ -2,7 +2,8 @@
 //! in CloudStack and its Kubernetes nodes. Detection only: it never changes anything.
 //!
 //! The pipeline: `config` -> sources (`cloudstack`, `remote`) -> `snapshot` -> `diff` (pure)
-//! -> `report`, driven by `cycle`.
+//! -> `state` (dedupe step + file) -> `notify`, driven by `cycle` and `engine`; `report` and
+//! `cli` face the user.
 #![forbid(unsafe_code)]
 
 pub mod cli;
@@ -14,6 +15,7 @@ pub mod engine;
 pub mod logging;
 pub mod naming;
 pub mod notify;
+pub mod remote;
 pub mod report;
 pub mod snapshot;
 pub mod state;

@@ -1,0 +1,831 @@
+//! Runs the node-listing command on a control node over SSH: TCP, key exchange with the
+//! host key checked against `known_hosts`, public key authentication, one exec. Parsing the
+//! output is `remote::kubectl`; choosing the host and user is the caller's.
+//!
+//! Every step has a deadline: `ssh.connect_timeout` bounds TCP, key exchange and
+//! authentication together, `ssh.command_timeout` bounds the command. The command is also
+//! bounded on the control node (see [`remote_command`]), because closing the connection does
+//! not stop a command that has no terminal.
+
+use std::fmt;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex as StdMutex, PoisonError};
+use std::time::Duration;
+
+use russh::client::{self, AuthResult};
+use russh::keys::{HashAlg, PrivateKey, PrivateKeyWithHashAlg, PublicKey, PublicKeyOrCertificate};
+use russh::{ChannelMsg, Disconnect, Sig};
+use tokio::net::TcpStream;
+use tokio::time::{Instant, timeout, timeout_at};
+use tracing::{Instrument, debug, debug_span, info};
+
+use super::{
+    NodeListError, NodeListFuture, NodeLister, RemoteExit, SshTarget, Stage, known_hosts_host,
+    parse_nodes,
+};
+use crate::config::{HostKeyPolicy, SshSettings};
+
+/// Most stdout kept. A node list is about 40 bytes a node, so this is far beyond any
+/// cluster; more means the output is not a node list, and a cut list would look like
+/// missing nodes, so it is refused rather than truncated.
+const STDOUT_LIMIT: usize = 4 * 1024 * 1024;
+/// Most stderr kept; the rest is read and dropped.
+const STDERR_LIMIT: usize = 64 * 1024;
+/// Longest stderr line carried in an error.
+const STDERR_LINE_CHARS: usize = 200;
+/// How long to wait for our disconnect message to go out.
+const DISCONNECT_GRACE: Duration = Duration::from_secs(1);
+/// Exit status of coreutils `timeout` when it had to stop the command.
+const TIMEOUT_EXIT_STATUS: u32 = 124;
+
+/// The private key in `ssh.private_key` cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("ssh.private_key: {} does not exist", path.display())]
+    Missing { path: PathBuf },
+    #[error("ssh.private_key: cannot read {}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "ssh.private_key: {} is not a private key (expected PEM RSA, OpenSSH RSA or OpenSSH ed25519)",
+        path.display()
+    )]
+    NotAKey {
+        path: PathBuf,
+        #[source]
+        source: russh::keys::Error,
+    },
+    #[error(
+        "ssh.private_key: {} is encrypted and passphrases are not supported; \
+         give an unencrypted key (ssh-keygen -p -N '' -f <copy of the key>)",
+        path.display()
+    )]
+    Encrypted { path: PathBuf },
+}
+
+/// Lists nodes by running `ssh.command` on the control node. One lister serves every
+/// cluster; the private key is loaded once, at construction.
+pub struct SshNodeLister {
+    key: Arc<PrivateKey>,
+    key_file: PathBuf,
+    known_hosts: PathBuf,
+    policy: HostKeyPolicy,
+    connect_timeout: Duration,
+    command_timeout: Duration,
+    command: String,
+    config: Arc<client::Config>,
+    /// Held while a connection reads or appends `known_hosts`, so that concurrent
+    /// connections never read a half-written line or learn the same host twice.
+    known_hosts_lock: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl fmt::Debug for SshNodeLister {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SshNodeLister")
+            .field("key_file", &self.key_file)
+            .field("key_algorithm", &self.key.algorithm().as_str())
+            .field("known_hosts", &self.known_hosts)
+            .field("policy", &self.policy)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("command_timeout", &self.command_timeout)
+            .field("command", &self.command)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SshNodeLister {
+    /// Loads the private key: PEM PKCS#1 RSA (`BEGIN RSA PRIVATE KEY`, what CloudStack
+    /// generates for CKS), OpenSSH RSA or OpenSSH ed25519, unencrypted.
+    pub fn new(settings: &SshSettings) -> Result<Self, KeyError> {
+        let key = load_private_key(&settings.private_key)?;
+        debug!(
+            key_file = %settings.private_key.display(),
+            algorithm = key.algorithm().as_str(),
+            "loaded ssh private key"
+        );
+        let config = client::Config {
+            // A backstop for a session task left behind; our own deadlines are shorter.
+            inactivity_timeout: Some(settings.connect_timeout + settings.command_timeout),
+            nodelay: true,
+            ..Default::default()
+        };
+        Ok(SshNodeLister {
+            key: Arc::new(key),
+            key_file: settings.private_key.clone(),
+            known_hosts: settings.known_hosts.clone(),
+            policy: settings.host_key_policy,
+            connect_timeout: settings.connect_timeout,
+            command_timeout: settings.command_timeout,
+            command: settings.command.clone(),
+            config: Arc::new(config),
+            known_hosts_lock: Arc::new(tokio::sync::Mutex::new(())),
+        })
+    }
+
+    async fn list(&self, target: &SshTarget) -> Result<Vec<String>, NodeListError> {
+        let deadline = Instant::now() + self.connect_timeout;
+        let stream = self.connect_tcp(target, deadline).await?;
+        debug!("tcp connected");
+
+        let refusal = Arc::new(StdMutex::new(None));
+        let check = HostKeyCheck {
+            host: target.host.clone(),
+            port: target.port,
+            known_hosts: self.known_hosts.clone(),
+            policy: self.policy,
+            lock: Arc::clone(&self.known_hosts_lock),
+            refusal: Arc::clone(&refusal),
+        };
+        let handshake = client::connect_stream(Arc::clone(&self.config), stream, check);
+        let mut handle = match timeout_at(deadline, handshake).await {
+            Err(_) => return Err(self.timeout(target, Stage::KeyExchange)),
+            Ok(Err(source)) => {
+                // A refused host key surfaces from russh as a bare `UnknownKey`; the reason
+                // was recorded by the check.
+                let recorded = refusal
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
+                return Err(recorded.unwrap_or_else(|| NodeListError::Ssh {
+                    host: target.host.clone(),
+                    port: target.port,
+                    stage: Stage::KeyExchange,
+                    source,
+                }));
+            }
+            Ok(Ok(handle)) => handle,
+        };
+        debug!("key exchange done");
+
+        let outcome = async {
+            self.authenticate(&mut handle, target, deadline).await?;
+            debug!("authenticated");
+            self.run_command(&handle, target).await
+        }
+        .await;
+        close(handle).await;
+
+        let stdout = outcome?;
+        let nodes = parse_nodes(&stdout).map_err(|source| NodeListError::Output {
+            host: target.host.clone(),
+            port: target.port,
+            source,
+        })?;
+        debug!(nodes = nodes.len(), "listed nodes");
+        Ok(nodes)
+    }
+
+    async fn connect_tcp(
+        &self,
+        target: &SshTarget,
+        deadline: Instant,
+    ) -> Result<TcpStream, NodeListError> {
+        let lookup = tokio::net::lookup_host((target.host.as_str(), target.port));
+        let addrs: Vec<_> = match timeout_at(deadline, lookup).await {
+            Err(_) => return Err(self.timeout(target, Stage::Connect)),
+            Ok(Err(source)) => {
+                return Err(NodeListError::Dns {
+                    host: target.host.clone(),
+                    source,
+                });
+            }
+            Ok(Ok(addrs)) => addrs.collect(),
+        };
+        let mut last_error = std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "the name resolved to no addresses",
+        );
+        for addr in addrs {
+            match timeout_at(deadline, TcpStream::connect(addr)).await {
+                Err(_) => return Err(self.timeout(target, Stage::Connect)),
+                Ok(Ok(stream)) => {
+                    if let Err(e) = stream.set_nodelay(true) {
+                        debug!(error = %e, "cannot set TCP_NODELAY");
+                    }
+                    return Ok(stream);
+                }
+                Ok(Err(e)) => {
+                    debug!(%addr, error = %e, "tcp connect failed");
+                    last_error = e;
+                }
+            }
+        }
+        Err(NodeListError::Connect {
+            host: target.host.clone(),
+            port: target.port,
+            source: last_error,
+        })
+    }
+
+    /// Offers the key. RSA signs with rsa-sha2-512 and then rsa-sha2-256: the server's
+    /// `server-sig-algs` lists what it implements, not what it accepts, so the only way to
+    /// learn that SHA-512 is refused is to try. Never SHA-1 (`ssh-rsa`), which OpenSSH 8.8+
+    /// refuses by default.
+    async fn authenticate(
+        &self,
+        handle: &mut client::Handle<HostKeyCheck>,
+        target: &SshTarget,
+        deadline: Instant,
+    ) -> Result<(), NodeListError> {
+        let hashes: &[Option<HashAlg>] = if self.key.algorithm().is_rsa() {
+            &[Some(HashAlg::Sha512), Some(HashAlg::Sha256)]
+        } else {
+            &[None]
+        };
+        let mut offered = Vec::new();
+        for hash in hashes {
+            let key = PrivateKeyWithHashAlg::new(Arc::clone(&self.key), *hash);
+            let algorithm = key.algorithm();
+            offered.push(algorithm.as_str().to_string());
+            let attempt = handle.authenticate_publickey(target.user.as_str(), key);
+            let result = timeout_at(deadline, attempt)
+                .await
+                .map_err(|_| self.timeout(target, Stage::Auth))?
+                .map_err(|source| NodeListError::Ssh {
+                    host: target.host.clone(),
+                    port: target.port,
+                    stage: Stage::Auth,
+                    source,
+                })?;
+            match result {
+                AuthResult::Success => return Ok(()),
+                AuthResult::Failure { .. } => {
+                    debug!(algorithm = algorithm.as_str(), "public key refused");
+                }
+            }
+        }
+        Err(NodeListError::Auth {
+            user: target.user.clone(),
+            host: target.host.clone(),
+            port: target.port,
+            key_file: self.key_file.clone(),
+            offered: offered.join(", "),
+        })
+    }
+
+    async fn run_command(
+        &self,
+        handle: &client::Handle<HostKeyCheck>,
+        target: &SshTarget,
+    ) -> Result<String, NodeListError> {
+        let command = remote_command(&self.command, self.command_timeout);
+        debug!(command = %command, "running command");
+        let output = timeout(self.command_timeout, exec(handle, &command))
+            .await
+            .map_err(|_| self.timeout(target, Stage::Command))?
+            .map_err(|failure| match failure {
+                ExecFailure::Ssh(source) => NodeListError::Ssh {
+                    host: target.host.clone(),
+                    port: target.port,
+                    stage: Stage::Command,
+                    source,
+                },
+                ExecFailure::TooLarge => NodeListError::OutputTooLarge {
+                    host: target.host.clone(),
+                    port: target.port,
+                    limit: STDOUT_LIMIT,
+                },
+            })?;
+        debug!(
+            exit = ?output.exit,
+            stdout_bytes = output.stdout.len(),
+            stderr_bytes = output.stderr.len(),
+            "command finished"
+        );
+        let exit = match output.exit {
+            Some(RemoteExit::Status(0)) => {
+                return Ok(String::from_utf8_lossy(&output.stdout).into_owned());
+            }
+            Some(RemoteExit::Status(TIMEOUT_EXIT_STATUS)) => {
+                return Err(self.timeout(target, Stage::Command));
+            }
+            Some(exit) => exit,
+            None => RemoteExit::Unknown,
+        };
+        Err(NodeListError::Command {
+            host: target.host.clone(),
+            port: target.port,
+            exit,
+            stderr: last_line(&output.stderr),
+        })
+    }
+
+    fn timeout(&self, target: &SshTarget, stage: Stage) -> NodeListError {
+        let after = match stage {
+            Stage::Command => self.command_timeout,
+            _ => self.connect_timeout,
+        };
+        NodeListError::Timeout {
+            host: target.host.clone(),
+            port: target.port,
+            stage,
+            after,
+        }
+    }
+}
+
+impl NodeLister for SshNodeLister {
+    fn list_nodes<'a>(&'a self, target: &'a SshTarget) -> NodeListFuture<'a> {
+        let span = debug_span!("ssh", host = %target.host, port = target.port, user = %target.user);
+        Box::pin(self.list(target).instrument(span))
+    }
+}
+
+/// The command as sent to the control node: `timeout <N>s <command>`, with N the command
+/// timeout rounded up to whole seconds (at least 1).
+///
+/// Without a terminal the remote command gets no hangup when we disconnect, so a hung
+/// kubectl would otherwise outlive every cycle. `timeout` comes first so that a command
+/// starting with `sudo -n` needs no sudo rule for `timeout` itself; it stops the whole
+/// command (sudo passes the signal on) and exits 124, which reads as a command timeout. The
+/// configured command must therefore be a simple command (a program and its arguments), not
+/// a shell pipeline or assignment.
+pub fn remote_command(command: &str, bound: Duration) -> String {
+    let seconds = bound.as_secs() + u64::from(bound.subsec_nanos() > 0);
+    format!("timeout {}s {}", seconds.max(1), command.trim())
+}
+
+fn load_private_key(path: &Path) -> Result<PrivateKey, KeyError> {
+    let bytes = std::fs::read(path).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            KeyError::Missing {
+                path: path.to_path_buf(),
+            }
+        } else {
+            KeyError::Unreadable {
+                path: path.to_path_buf(),
+                source,
+            }
+        }
+    })?;
+    let text = String::from_utf8_lossy(&bytes);
+    russh::keys::decode_secret_key(&text, None).map_err(|source| {
+        // PEM with a DEK-Info other than AES-128-CBC, for one, fails as a parse error.
+        let marked_encrypted =
+            text.contains("Proc-Type: 4,ENCRYPTED") || text.contains("BEGIN ENCRYPTED PRIVATE KEY");
+        if matches!(source, russh::keys::Error::KeyIsEncrypted) || marked_encrypted {
+            KeyError::Encrypted {
+                path: path.to_path_buf(),
+            }
+        } else {
+            KeyError::NotAKey {
+                path: path.to_path_buf(),
+                source,
+            }
+        }
+    })
+}
+
+struct CommandOutput {
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    exit: Option<RemoteExit>,
+}
+
+enum ExecFailure {
+    Ssh(russh::Error),
+    TooLarge,
+}
+
+/// Runs one command and reads until the channel is gone: OpenSSH sends the exit status
+/// before the last data may have been handed over, so stopping at `ExitStatus` or `Eof`
+/// could lose output.
+async fn exec(
+    handle: &client::Handle<HostKeyCheck>,
+    command: &str,
+) -> Result<CommandOutput, ExecFailure> {
+    let mut channel = handle
+        .channel_open_session()
+        .await
+        .map_err(ExecFailure::Ssh)?;
+    channel
+        .exec(true, command)
+        .await
+        .map_err(ExecFailure::Ssh)?;
+    let mut output = CommandOutput {
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+        exit: None,
+    };
+    while let Some(msg) = channel.wait().await {
+        match msg {
+            ChannelMsg::Data { data } => {
+                if output.stdout.len() + data.len() > STDOUT_LIMIT {
+                    return Err(ExecFailure::TooLarge);
+                }
+                output.stdout.extend_from_slice(&data);
+            }
+            ChannelMsg::ExtendedData { data, ext: 1 } => {
+                let room = STDERR_LIMIT - output.stderr.len();
+                output
+                    .stderr
+                    .extend_from_slice(&data[..data.len().min(room)]);
+            }
+            ChannelMsg::ExitStatus { exit_status } => {
+                output.exit = Some(RemoteExit::Status(exit_status));
+            }
+            ChannelMsg::ExitSignal {
+                signal_name,
+                core_dumped,
+                ..
+            } => {
+                output.exit = Some(RemoteExit::Signal {
+                    name: signal_label(&signal_name),
+                    core_dumped,
+                });
+            }
+            ChannelMsg::Failure => debug!("server refused the exec request"),
+            _ => {}
+        }
+    }
+    Ok(output)
+}
+
+fn signal_label(signal: &Sig) -> String {
+    let name = match signal {
+        Sig::ABRT => "ABRT",
+        Sig::ALRM => "ALRM",
+        Sig::FPE => "FPE",
+        Sig::HUP => "HUP",
+        Sig::ILL => "ILL",
+        Sig::INT => "INT",
+        Sig::KILL => "KILL",
+        Sig::PIPE => "PIPE",
+        Sig::QUIT => "QUIT",
+        Sig::SEGV => "SEGV",
+        Sig::TERM => "TERM",
+        Sig::USR1 => "USR1",
+        Sig::Custom(name) => name,
+    };
+    name.to_string()
+}
+
+/// The last non-blank line, trimmed and cut to 200 characters. The last line is the summary:
+/// kubectl logs several klog lines (`E1130 ... memcache.go:265] ...`) before "The connection
+/// to the server ... was refused", and sudo without `-n` says "a terminal is required" before
+/// "a password is required".
+fn last_line(stderr: &[u8]) -> String {
+    String::from_utf8_lossy(stderr)
+        .lines()
+        .map(str::trim)
+        .rfind(|line| !line.is_empty())
+        .unwrap_or_default()
+        .chars()
+        .take(STDERR_LINE_CHARS)
+        .collect()
+}
+
+async fn close(handle: client::Handle<HostKeyCheck>) {
+    let bye = handle.disconnect(Disconnect::ByApplication, "", "en");
+    match timeout(DISCONNECT_GRACE, bye).await {
+        Ok(Ok(())) => {}
+        // The session may already be gone (the server closed it, or it failed).
+        Ok(Err(e)) => debug!(error = %e, "disconnect failed"),
+        Err(_) => debug!("disconnect timed out"),
+    }
+}
+
+/// Checks the server's host key during key exchange. russh turns a refusal into a bare
+/// `UnknownKey`, so the reason is left in `refusal` for the caller.
+struct HostKeyCheck {
+    host: String,
+    port: u16,
+    known_hosts: PathBuf,
+    policy: HostKeyPolicy,
+    lock: Arc<tokio::sync::Mutex<()>>,
+    refusal: Arc<StdMutex<Option<NodeListError>>>,
+}
+
+impl client::Handler for HostKeyCheck {
+    type Error = russh::Error;
+
+    async fn check_server_key(
+        &mut self,
+        server_key: &PublicKeyOrCertificate,
+    ) -> Result<bool, Self::Error> {
+        match self.verify(server_key).await {
+            Ok(()) => Ok(true),
+            Err(refusal) => {
+                debug!(error = %refusal, "host key refused");
+                *self.refusal.lock().unwrap_or_else(PoisonError::into_inner) = Some(refusal);
+                Ok(false)
+            }
+        }
+    }
+}
+
+impl HostKeyCheck {
+    async fn verify(&self, server_key: &PublicKeyOrCertificate) -> Result<(), NodeListError> {
+        if self.policy == HostKeyPolicy::Off {
+            debug!("host key not checked (ssh.host_key_policy = off)");
+            return Ok(());
+        }
+        let key = match server_key {
+            PublicKeyOrCertificate::PublicKey { key, .. } => key,
+            PublicKeyOrCertificate::Certificate(_) => {
+                return Err(NodeListError::HostCertificate {
+                    host: self.host.clone(),
+                    port: self.port,
+                });
+            }
+        };
+        let _guard = self.lock.lock().await;
+        match self.lookup(key)? {
+            HostKeyMatch::Known => {
+                debug!(algorithm = key.algorithm().as_str(), "host key known");
+                Ok(())
+            }
+            HostKeyMatch::Changed { line } => Err(NodeListError::HostKeyChanged {
+                host: self.host.clone(),
+                port: self.port,
+                presented: key.algorithm().as_str().to_string(),
+                known_hosts: self.known_hosts.clone(),
+                line,
+            }),
+            HostKeyMatch::New if self.policy == HostKeyPolicy::Strict => {
+                Err(NodeListError::HostKeyUnknown {
+                    host: self.host.clone(),
+                    port: self.port,
+                    known_hosts: self.known_hosts.clone(),
+                })
+            }
+            HostKeyMatch::New => {
+                append_known_host(&self.known_hosts, &self.host, self.port, key).map_err(
+                    |source| NodeListError::KnownHosts {
+                        path: self.known_hosts.clone(),
+                        source,
+                    },
+                )?;
+                info!(
+                    known_hosts = %self.known_hosts.display(),
+                    algorithm = key.algorithm().as_str(),
+                    "learned the host key of a new host"
+                );
+                Ok(())
+            }
+        }
+    }
+
+    fn lookup(&self, key: &PublicKey) -> Result<HostKeyMatch, NodeListError> {
+        let failed = |source| NodeListError::KnownHosts {
+            path: self.known_hosts.clone(),
+            source,
+        };
+        let text = match std::fs::read_to_string(&self.known_hosts) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(HostKeyMatch::New),
+            Err(e) => return Err(failed(e.into())),
+        };
+        let recorded = russh::keys::known_hosts::known_host_keys_path(
+            &self.host,
+            self.port,
+            &self.known_hosts,
+        )
+        .map_err(failed)?
+        .into_iter()
+        .map(|(entry, key)| (physical_line(&text, entry), key))
+        .collect::<Vec<_>>();
+        Ok(match_host_key(&recorded, key))
+    }
+}
+
+/// What `known_hosts` says about a presented key.
+#[derive(Debug, PartialEq, Eq)]
+enum HostKeyMatch {
+    /// A recorded key for this host equals it.
+    Known,
+    /// Nothing is recorded for this host.
+    New,
+    /// The host is recorded, but not with this key; `line` is the 1-based line to remove.
+    Changed { line: usize },
+}
+
+/// A host recorded only with a key of another algorithm counts as changed, not new: the
+/// server chose a different algorithm than the one we saw, and learning it as a second key
+/// would let a man in the middle in by presenting a different key type.
+fn match_host_key(recorded: &[(usize, PublicKey)], presented: &PublicKey) -> HostKeyMatch {
+    if recorded
+        .iter()
+        .any(|(_, key)| key.key_data() == presented.key_data())
+    {
+        return HostKeyMatch::Known;
+    }
+    let same_algorithm = recorded
+        .iter()
+        .find(|(_, key)| key.algorithm() == presented.algorithm());
+    match same_algorithm.or(recorded.first()) {
+        Some((line, _)) => HostKeyMatch::Changed { line: *line },
+        None => HostKeyMatch::New,
+    }
+}
+
+/// russh numbers `known_hosts` entries without counting `#` comment lines; this turns its
+/// number into the line number an editor shows.
+fn physical_line(text: &str, entry: usize) -> usize {
+    text.split_inclusive('\n')
+        .enumerate()
+        .filter(|(_, line)| !line.starts_with('#'))
+        .nth(entry.saturating_sub(1))
+        .map_or(entry, |(index, _)| index + 1)
+}
+
+/// Appends `host key` to `known_hosts`, creating the file (mode 0600) and its directory
+/// (mode 0700) if missing. One `write` per line, so a reader never sees half of one.
+fn append_known_host(
+    path: &Path,
+    host: &str,
+    port: u16,
+    key: &PublicKey,
+) -> Result<(), russh::keys::Error> {
+    if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)?;
+    let mut line = String::new();
+    if file.metadata()?.len() > 0 {
+        let mut last = [0u8; 1];
+        file.seek(SeekFrom::End(-1))?;
+        file.read_exact(&mut last)?;
+        if last[0] != b'\n' {
+            line.push('\n');
+        }
+    }
+    let recorded = PublicKey::new(key.key_data().clone(), "");
+    line.push_str(&known_hosts_host(host, port));
+    line.push(' ');
+    line.push_str(&recorded.to_openssh()?);
+    line.push('\n');
+    file.write_all(line.as_bytes())?;
+    file.sync_all()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    // Public host keys only (from ssh-keygen); no secrets here.
+    const ED25519_A: &str =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGxBFHSA4HziROuowlujBbjRpX7LFBT5aZLdp09KGpFt";
+    const ED25519_B: &str =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEOEBH6TGyDlRlFiBgvt8fSNDuhTP0uNeC2yQfxVNruH";
+    const ECDSA: &str = "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBOx9cjBklFljEgkQFNiQafTwIZql2FpAcBSkIuWkN2ToZaJ57mM6bscSr2f7yzCMk/MvIZynPyfaoYXYHsrClsg=";
+
+    fn public(line: &str) -> PublicKey {
+        PublicKey::from_openssh(line).unwrap()
+    }
+
+    #[test]
+    fn remote_command_rounds_the_bound_up_to_whole_seconds() {
+        let cmd = "sudo -n /opt/bin/kubectl get nodes -o name";
+        assert_eq!(
+            remote_command(cmd, Duration::from_secs(20)),
+            "timeout 20s sudo -n /opt/bin/kubectl get nodes -o name"
+        );
+        assert_eq!(
+            remote_command(cmd, Duration::from_millis(20_001)),
+            "timeout 21s sudo -n /opt/bin/kubectl get nodes -o name"
+        );
+        assert_eq!(
+            remote_command(cmd, Duration::from_millis(300)),
+            "timeout 1s sudo -n /opt/bin/kubectl get nodes -o name"
+        );
+        assert_eq!(
+            remote_command(&format!("  {cmd}\n"), Duration::from_secs(5)),
+            "timeout 5s sudo -n /opt/bin/kubectl get nodes -o name"
+        );
+    }
+
+    #[test]
+    fn last_stderr_line_skips_blank_lines_and_is_cut() {
+        assert_eq!(last_line(b""), "");
+        assert_eq!(last_line(b"\n \n"), "");
+        let sudo = b"sudo: a terminal is required to read the password\n  sudo: a password is required\r\n\n";
+        assert_eq!(last_line(sudo), "sudo: a password is required");
+        assert_eq!(last_line("x".repeat(300).as_bytes()), "x".repeat(200));
+    }
+
+    #[test]
+    fn signal_labels() {
+        assert_eq!(signal_label(&Sig::TERM), "TERM");
+        assert_eq!(signal_label(&Sig::Custom("XCPU".into())), "XCPU");
+    }
+
+    #[test]
+    fn same_key_is_known() {
+        let recorded = vec![(1, public(ED25519_B)), (2, public(ED25519_A))];
+        assert_eq!(
+            match_host_key(&recorded, &public(ED25519_A)),
+            HostKeyMatch::Known
+        );
+    }
+
+    #[test]
+    fn no_entry_is_new() {
+        assert_eq!(match_host_key(&[], &public(ED25519_A)), HostKeyMatch::New);
+    }
+
+    #[test]
+    fn other_key_of_the_same_algorithm_is_changed() {
+        let recorded = vec![(4, public(ED25519_B))];
+        assert_eq!(
+            match_host_key(&recorded, &public(ED25519_A)),
+            HostKeyMatch::Changed { line: 4 }
+        );
+    }
+
+    #[test]
+    fn a_host_known_only_by_another_algorithm_is_changed_not_new() {
+        let recorded = vec![(7, public(ECDSA))];
+        assert_eq!(
+            match_host_key(&recorded, &public(ED25519_A)),
+            HostKeyMatch::Changed { line: 7 }
+        );
+    }
+
+    #[test]
+    fn a_changed_key_points_at_the_entry_of_its_algorithm() {
+        let recorded = vec![(2, public(ECDSA)), (5, public(ED25519_B))];
+        assert_eq!(
+            match_host_key(&recorded, &public(ED25519_A)),
+            HostKeyMatch::Changed { line: 5 }
+        );
+    }
+
+    #[test]
+    fn physical_line_counts_comments() {
+        let text = "# managed\n[h]:2222 ssh-ed25519 AAAA\n#\n\n[h]:2222 ssh-rsa AAAA\n";
+        assert_eq!(physical_line(text, 1), 2);
+        assert_eq!(physical_line(text, 2), 4);
+        assert_eq!(physical_line(text, 3), 5);
+        assert_eq!(physical_line("a\nb\n", 2), 2);
+    }
+
+    #[test]
+    fn appending_creates_the_folder_and_a_private_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state/ssh/known_hosts");
+        append_known_host(&path, "10.0.0.5", 2222, &public(ED25519_A)).unwrap();
+        append_known_host(&path, "10.0.0.6", 22, &public(ED25519_B)).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            format!("[10.0.0.5]:2222 {ED25519_A}\n10.0.0.6 {ED25519_B}\n")
+        );
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(path.parent().unwrap()), 0o700);
+    }
+
+    #[test]
+    fn appending_ends_an_unterminated_last_line_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("known_hosts");
+        std::fs::write(&path, format!("10.0.0.6 {ED25519_B}")).unwrap();
+        append_known_host(&path, "10.0.0.5", 22, &public(ED25519_A)).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            format!("10.0.0.6 {ED25519_B}\n10.0.0.5 {ED25519_A}\n")
+        );
+    }
+
+    #[test]
+    fn lookup_reports_the_editor_line_of_a_changed_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("known_hosts");
+        std::fs::write(
+            &path,
+            format!("# rebuilt nodes go here\n10.0.0.6 {ED25519_A}\n[10.0.0.5]:2222 {ED25519_B}\n"),
+        )
+        .unwrap();
+        let check = HostKeyCheck {
+            host: "10.0.0.5".into(),
+            port: 2222,
+            known_hosts: path.clone(),
+            policy: HostKeyPolicy::Strict,
+            lock: Arc::default(),
+            refusal: Arc::default(),
+        };
+        assert_eq!(
+            check.lookup(&public(ED25519_A)).unwrap(),
+            HostKeyMatch::Changed { line: 3 }
+        );
+        assert_eq!(
+            check.lookup(&public(ED25519_B)).unwrap(),
+            HostKeyMatch::Known
+        );
+    }
+}

@@ -1,0 +1,805 @@
+//! Node listing over SSH against a real sshd on 127.0.0.1, running the real kubectl against a
+//! fake Kubernetes API. Runs as root (sshd, login as root, sudo).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use cks_drift::config::{HostKeyPolicy, SshSettings};
+use cks_drift::remote::{
+    KeyError, NodeListError, NodeLister, ParseError, RemoteExit, SshNodeLister, SshTarget, Stage,
+};
+
+use crate::support::kube_api::FakeKubeApi;
+use crate::support::sshd::{KeyKind, Sshd, free_port, keygen, keygen_encrypted};
+
+const SHORT: Duration = Duration::from_secs(3);
+
+fn settings(key: &Path, known_hosts: &Path, policy: HostKeyPolicy, command: &str) -> SshSettings {
+    SshSettings {
+        private_key: key.to_path_buf(),
+        user: "root".to_string(),
+        known_hosts: known_hosts.to_path_buf(),
+        host_key_policy: policy,
+        connect_timeout: SHORT,
+        command_timeout: SHORT,
+        command: command.to_string(),
+    }
+}
+
+fn target(port: u16) -> SshTarget {
+    SshTarget {
+        host: "127.0.0.1".to_string(),
+        port,
+        user: "root".to_string(),
+    }
+}
+
+/// known_hosts holding every host key of `sshd`.
+fn trusted_known_hosts(sshd: &Sshd) -> PathBuf {
+    let path = sshd.dir().join("known_hosts");
+    std::fs::write(&path, sshd.known_hosts_lines()).unwrap();
+    path
+}
+
+/// The command a CKS control node runs, pointed at the fake API.
+fn kubectl_command(api: &FakeKubeApi, dir: &Path) -> String {
+    let kubeconfig = api.write_kubeconfig(dir);
+    format!(
+        "sudo -n /usr/bin/kubectl --kubeconfig {} --cache-dir {} get nodes -o name",
+        kubeconfig.display(),
+        dir.join("kube-cache").display()
+    )
+}
+
+async fn list(settings: &SshSettings, port: u16) -> Result<Vec<String>, NodeListError> {
+    SshNodeLister::new(settings)
+        .expect("load key")
+        .list_nodes(&target(port))
+        .await
+}
+
+fn names(names: &[&str]) -> Vec<String> {
+    names.iter().map(|n| n.to_string()).collect()
+}
+
+#[tokio::test]
+async fn lists_nodes_through_sshd_sudo_and_kubectl_with_a_pkcs1_rsa_key() {
+    let sshd = Sshd::start();
+    assert!(
+        std::fs::read_to_string(sshd.client_key())
+            .unwrap()
+            .starts_with("-----BEGIN RSA PRIVATE KEY-----\n")
+    );
+    let api = FakeKubeApi::start(&["cks-1-control-18f0c2a4b1e", "cks-1-node-18f0c2a5d37"]).await;
+    let known_hosts = trusted_known_hosts(&sshd);
+    let settings = settings(
+        sshd.client_key(),
+        &known_hosts,
+        HostKeyPolicy::Strict,
+        &kubectl_command(&api, sshd.dir()),
+    );
+    let lister = SshNodeLister::new(&settings).unwrap();
+
+    let nodes = lister.list_nodes(&target(sshd.port())).await.unwrap();
+    assert_eq!(
+        nodes,
+        names(&["cks-1-control-18f0c2a4b1e", "cks-1-node-18f0c2a5d37"])
+    );
+
+    // The same lister sees the cluster change: one node gone, one added.
+    api.set_nodes(&["cks-1-control-18f0c2a4b1e", "cks-1-node-18f0c2b90aa"]);
+    let nodes = lister.list_nodes(&target(sshd.port())).await.unwrap();
+    assert_eq!(
+        nodes,
+        names(&["cks-1-control-18f0c2a4b1e", "cks-1-node-18f0c2b90aa"])
+    );
+
+    // No nodes: kubectl says "No resources found" on stderr and exits 0.
+    api.set_nodes(&[]);
+    let nodes = lister.list_nodes(&target(sshd.port())).await.unwrap();
+    assert_eq!(nodes, Vec::<String>::new());
+
+    let log = sshd.log();
+    assert!(
+        log.contains("userauth_pubkey: publickey test pkalg rsa-sha2-512"),
+        "sshd log:\n{log}"
+    );
+    assert!(!log.contains("pkalg ssh-rsa "), "sshd log:\n{log}");
+    assert!(
+        log.contains("Accepted publickey for root"),
+        "sshd log:\n{log}"
+    );
+}
+
+#[tokio::test]
+async fn an_openssh_ed25519_key_works() {
+    let sshd = Sshd::start();
+    let key = keygen(&sshd.dir().join("id_ed25519"), KeyKind::Ed25519);
+    sshd.authorize(&key);
+    let settings = settings(
+        &key,
+        &trusted_known_hosts(&sshd),
+        HostKeyPolicy::Strict,
+        "printf 'node/worker-1.example.com\\nnode/worker-2.example.com\\n'",
+    );
+
+    let nodes = list(&settings, sshd.port()).await.unwrap();
+
+    assert_eq!(
+        nodes,
+        names(&["worker-1.example.com", "worker-2.example.com"])
+    );
+    let log = sshd.log();
+    assert!(
+        log.contains("publickey test pkalg ssh-ed25519"),
+        "sshd log:\n{log}"
+    );
+}
+
+#[tokio::test]
+async fn an_openssh_rsa_key_works() {
+    let sshd = Sshd::start();
+    let key_path = sshd.dir().join("id_rsa");
+    let status = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "rsa", "-b", "2048", "-N", "", "-f"])
+        .arg(&key_path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(
+        std::fs::read_to_string(&key_path)
+            .unwrap()
+            .starts_with("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    );
+    sshd.authorize(&key_path);
+    let settings = settings(
+        &key_path,
+        &trusted_known_hosts(&sshd),
+        HostKeyPolicy::Strict,
+        "echo node/a",
+    );
+
+    assert_eq!(list(&settings, sshd.port()).await.unwrap(), names(&["a"]));
+    assert!(sshd.log().contains("publickey test pkalg rsa-sha2-512"));
+}
+
+#[tokio::test]
+async fn accept_new_learns_a_new_host_then_trusts_it() {
+    let sshd = Sshd::start();
+    let known_hosts = sshd.dir().join("state/ssh/known_hosts");
+    let settings = settings(
+        sshd.client_key(),
+        &known_hosts,
+        HostKeyPolicy::AcceptNew,
+        "echo node/a",
+    );
+    let lister = SshNodeLister::new(&settings).unwrap();
+
+    assert_eq!(
+        lister.list_nodes(&target(sshd.port())).await.unwrap(),
+        names(&["a"])
+    );
+    let learned = format!("[127.0.0.1]:{} {}\n", sshd.port(), sshd.host_keys()[0]);
+    assert!(learned.contains(" ssh-ed25519 "));
+    assert_eq!(std::fs::read_to_string(&known_hosts).unwrap(), learned);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&known_hosts)
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+
+    // Second connection: known now, nothing appended.
+    assert_eq!(
+        lister.list_nodes(&target(sshd.port())).await.unwrap(),
+        names(&["a"])
+    );
+    assert_eq!(std::fs::read_to_string(&known_hosts).unwrap(), learned);
+}
+
+#[tokio::test]
+async fn concurrent_first_connections_learn_a_host_once() {
+    let sshd = Sshd::start();
+    let known_hosts = sshd.dir().join("known_hosts");
+    let settings = settings(
+        sshd.client_key(),
+        &known_hosts,
+        HostKeyPolicy::AcceptNew,
+        "echo node/a",
+    );
+    let lister = SshNodeLister::new(&settings).unwrap();
+    let target = target(sshd.port());
+
+    let (first, second, third) = tokio::join!(
+        lister.list_nodes(&target),
+        lister.list_nodes(&target),
+        lister.list_nodes(&target)
+    );
+
+    for result in [first, second, third] {
+        assert_eq!(result.unwrap(), names(&["a"]));
+    }
+    assert_eq!(
+        std::fs::read_to_string(&known_hosts).unwrap(),
+        format!("[127.0.0.1]:{} {}\n", sshd.port(), sshd.host_keys()[0])
+    );
+}
+
+#[tokio::test]
+async fn accept_new_refuses_a_rebuilt_node() {
+    let sshd = Sshd::start();
+    let port = sshd.port();
+    let state = tempfile::tempdir().unwrap();
+    let known_hosts = state.path().join("known_hosts");
+    let settings = settings(
+        sshd.client_key(),
+        &known_hosts,
+        HostKeyPolicy::AcceptNew,
+        "echo node/a",
+    );
+    let lister = SshNodeLister::new(&settings).unwrap();
+    assert_eq!(
+        lister.list_nodes(&target(port)).await.unwrap(),
+        names(&["a"])
+    );
+    let learned = std::fs::read_to_string(&known_hosts).unwrap();
+
+    // The node is rebuilt: same address, new host keys.
+    sshd.stop();
+    let rebuilt = Sshd::start_on(port);
+
+    let err = lister.list_nodes(&target(port)).await.unwrap_err();
+
+    match &err {
+        NodeListError::HostKeyChanged {
+            host,
+            port: p,
+            presented,
+            known_hosts: path,
+            line,
+        } => {
+            assert_eq!(host, "127.0.0.1");
+            assert_eq!(*p, port);
+            assert_eq!(presented, "ssh-ed25519");
+            assert_eq!(path, &known_hosts);
+            assert_eq!(*line, 1);
+        }
+        other => panic!("expected HostKeyChanged, got {other:?}"),
+    }
+    assert_eq!(err.reason(), "host_key");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "host key of 127.0.0.1:{port} (ssh-ed25519) does not match the one recorded at \
+             {kh}:1; if the node was rebuilt, remove the stale entry \
+             (ssh-keygen -R '[127.0.0.1]:{port}' -f {kh})",
+            kh = known_hosts.display()
+        )
+    );
+    assert_eq!(std::fs::read_to_string(&known_hosts).unwrap(), learned);
+    // Refused before authentication: the rebuilt node never saw our key.
+    assert!(!rebuilt.log().contains("userauth_pubkey"));
+}
+
+#[tokio::test]
+async fn strict_refuses_a_changed_key_naming_its_line() {
+    let sshd = Sshd::start();
+    let other = keygen(&sshd.dir().join("other"), KeyKind::Ed25519);
+    let other_public = std::fs::read_to_string(other.with_extension("pub")).unwrap();
+    let other_public: Vec<&str> = other_public.split_whitespace().take(2).collect();
+    let known_hosts = sshd.dir().join("known_hosts");
+    let content = format!(
+        "# control nodes\n10.1.1.1 {}\n[127.0.0.1]:{} {}\n",
+        sshd.host_keys()[0],
+        sshd.port(),
+        other_public.join(" ")
+    );
+    std::fs::write(&known_hosts, &content).unwrap();
+    let settings = settings(
+        sshd.client_key(),
+        &known_hosts,
+        HostKeyPolicy::Strict,
+        "echo node/a",
+    );
+
+    let err = list(&settings, sshd.port()).await.unwrap_err();
+
+    assert!(
+        matches!(err, NodeListError::HostKeyChanged { line: 3, .. }),
+        "{err:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&known_hosts).unwrap(), content);
+}
+
+#[tokio::test]
+async fn a_host_recorded_with_only_another_algorithm_is_refused_as_changed() {
+    let sshd = Sshd::start();
+    let rsa_host_key = &sshd.host_keys()[1];
+    assert!(rsa_host_key.starts_with("ssh-rsa "));
+    let known_hosts = sshd.dir().join("known_hosts");
+    let content = format!("[127.0.0.1]:{} {rsa_host_key}\n", sshd.port());
+    std::fs::write(&known_hosts, &content).unwrap();
+    let settings = settings(
+        sshd.client_key(),
+        &known_hosts,
+        HostKeyPolicy::AcceptNew,
+        "echo node/a",
+    );
+
+    let err = list(&settings, sshd.port()).await.unwrap_err();
+
+    match &err {
+        NodeListError::HostKeyChanged {
+            presented, line, ..
+        } => {
+            assert_eq!(presented, "ssh-ed25519");
+            assert_eq!(*line, 1);
+        }
+        other => panic!("expected HostKeyChanged, got {other:?}"),
+    }
+    // Not learned as a second key.
+    assert_eq!(std::fs::read_to_string(&known_hosts).unwrap(), content);
+}
+
+#[tokio::test]
+async fn strict_refuses_an_unknown_host() {
+    let sshd = Sshd::start();
+    let known_hosts = sshd.dir().join("known_hosts");
+    std::fs::write(&known_hosts, "").unwrap();
+    let settings = settings(
+        sshd.client_key(),
+        &known_hosts,
+        HostKeyPolicy::Strict,
+        "echo node/a",
+    );
+
+    let err = list(&settings, sshd.port()).await.unwrap_err();
+
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "host key of 127.0.0.1:{} is not in {} and ssh.host_key_policy is strict",
+            sshd.port(),
+            known_hosts.display()
+        )
+    );
+    assert!(matches!(err, NodeListError::HostKeyUnknown { .. }));
+    assert_eq!(err.reason(), "host_key");
+    assert_eq!(std::fs::read_to_string(&known_hosts).unwrap(), "");
+
+    // A missing file is the same as an empty one, and is not created.
+    let missing = sshd.dir().join("absent/known_hosts");
+    let settings = SshSettings {
+        known_hosts: missing.clone(),
+        ..settings
+    };
+    let err = list(&settings, sshd.port()).await.unwrap_err();
+    assert!(
+        matches!(err, NodeListError::HostKeyUnknown { .. }),
+        "{err:?}"
+    );
+    assert!(!missing.exists());
+}
+
+#[tokio::test]
+async fn policy_off_accepts_any_host_key() {
+    let sshd = Sshd::start();
+    let other = keygen(&sshd.dir().join("other"), KeyKind::Ed25519);
+    let other_public = std::fs::read_to_string(other.with_extension("pub")).unwrap();
+    let known_hosts = sshd.dir().join("known_hosts");
+    let content = format!("[127.0.0.1]:{} {other_public}", sshd.port());
+    std::fs::write(&known_hosts, &content).unwrap();
+    let settings = settings(
+        sshd.client_key(),
+        &known_hosts,
+        HostKeyPolicy::Off,
+        "echo node/a",
+    );
+
+    assert_eq!(list(&settings, sshd.port()).await.unwrap(), names(&["a"]));
+    assert_eq!(std::fs::read_to_string(&known_hosts).unwrap(), content);
+}
+
+#[tokio::test]
+async fn a_key_that_is_not_authorized_is_refused_naming_user_and_key() {
+    let sshd = Sshd::start();
+    let known_hosts = trusted_known_hosts(&sshd);
+
+    let rsa = keygen(&sshd.dir().join("stranger_rsa"), KeyKind::RsaPkcs1);
+    let settings_rsa = settings(&rsa, &known_hosts, HostKeyPolicy::Strict, "echo node/a");
+    let err = list(&settings_rsa, sshd.port()).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "127.0.0.1:{} rejected user root with key {} \
+             (ssh.private_key, offered as rsa-sha2-512, rsa-sha2-256)",
+            sshd.port(),
+            rsa.display()
+        )
+    );
+    assert_eq!(err.reason(), "auth");
+
+    let ed = keygen(&sshd.dir().join("stranger_ed25519"), KeyKind::Ed25519);
+    let settings_ed = settings(&ed, &known_hosts, HostKeyPolicy::Strict, "echo node/a");
+    match list(&settings_ed, sshd.port()).await.unwrap_err() {
+        NodeListError::Auth {
+            user,
+            key_file,
+            offered,
+            ..
+        } => {
+            assert_eq!(user, "root");
+            assert_eq!(key_file, ed);
+            assert_eq!(offered, "ssh-ed25519");
+        }
+        other => panic!("expected Auth, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_wrong_user_is_refused_naming_the_user() {
+    let sshd = Sshd::start();
+    let settings = settings(
+        sshd.client_key(),
+        &trusted_known_hosts(&sshd),
+        HostKeyPolicy::Strict,
+        "echo node/a",
+    );
+    let target = SshTarget {
+        user: "cks-no-such-user".to_string(),
+        ..target(sshd.port())
+    };
+
+    let err = SshNodeLister::new(&settings)
+        .unwrap()
+        .list_nodes(&target)
+        .await
+        .unwrap_err();
+
+    match &err {
+        NodeListError::Auth { user, host, .. } => {
+            assert_eq!(user, "cks-no-such-user");
+            assert_eq!(host, "127.0.0.1");
+        }
+        other => panic!("expected Auth, got {other:?}"),
+    }
+    assert!(err.to_string().contains("rejected user cks-no-such-user"));
+}
+
+#[tokio::test]
+async fn kubectl_failing_is_a_command_error_with_its_stderr_line() {
+    let sshd = Sshd::start();
+    let mut api = FakeKubeApi::start(&["a"]).await;
+    let command = kubectl_command(&api, sshd.dir());
+    let api_addr = api.addr();
+    api.stop().await;
+    let settings = settings(
+        sshd.client_key(),
+        &trusted_known_hosts(&sshd),
+        HostKeyPolicy::Strict,
+        &command,
+    );
+
+    let err = list(&settings, sshd.port()).await.unwrap_err();
+
+    match &err {
+        NodeListError::Command { exit, stderr, .. } => {
+            assert_eq!(*exit, RemoteExit::Status(1));
+            assert_eq!(
+                stderr,
+                &format!(
+                    "The connection to the server {api_addr} was refused - \
+                     did you specify the right host or port?"
+                )
+            );
+        }
+        other => panic!("expected Command, got {other:?}"),
+    }
+    assert_eq!(err.reason(), "command");
+}
+
+#[tokio::test]
+async fn sudo_without_a_rule_is_a_command_error() {
+    let sshd = Sshd::start();
+    // Root becomes `nobody`, who has no sudo rule: the situation of a login user without
+    // NOPASSWD on a control node.
+    let settings = settings(
+        sshd.client_key(),
+        &trusted_known_hosts(&sshd),
+        HostKeyPolicy::Strict,
+        "sudo -n -u nobody sudo -n /usr/bin/kubectl get nodes -o name",
+    );
+
+    let err = list(&settings, sshd.port()).await.unwrap_err();
+
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "command on 127.0.0.1:{} exited with status 1: sudo: a password is required",
+            sshd.port()
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_failing_command_carries_status_and_last_stderr_line() {
+    let sshd = Sshd::start();
+    let settings = settings(
+        sshd.client_key(),
+        &trusted_known_hosts(&sshd),
+        HostKeyPolicy::Strict,
+        "sh -c 'echo node/a; echo first >&2; echo \"error: summary\" >&2; echo >&2; exit 3'",
+    );
+
+    let err = list(&settings, sshd.port()).await.unwrap_err();
+
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "command on 127.0.0.1:{} exited with status 3: error: summary",
+            sshd.port()
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_killed_command_is_a_command_error() {
+    let sshd = Sshd::start();
+    let settings = settings(
+        sshd.client_key(),
+        &trusted_known_hosts(&sshd),
+        HostKeyPolicy::Strict,
+        "sh -c 'echo node/a; kill -KILL $$'",
+    );
+
+    let err = list(&settings, sshd.port()).await.unwrap_err();
+
+    match &err {
+        NodeListError::Command { exit, .. } => assert_eq!(
+            *exit,
+            RemoteExit::Signal {
+                name: "KILL".to_string(),
+                core_dumped: false
+            }
+        ),
+        other => panic!("expected Command, got {other:?}"),
+    }
+    assert_eq!(err.reason(), "command");
+}
+
+#[tokio::test]
+async fn output_that_is_not_a_node_list_is_refused() {
+    let sshd = Sshd::start();
+    let known_hosts = trusted_known_hosts(&sshd);
+    let settings = settings(
+        sshd.client_key(),
+        &known_hosts,
+        HostKeyPolicy::Strict,
+        "printf 'node/a\\r\\nLast login: Mon Nov 30\\r\\n'",
+    );
+
+    let err = list(&settings, sshd.port()).await.unwrap_err();
+
+    match &err {
+        NodeListError::Output { source, .. } => assert_eq!(
+            *source,
+            ParseError {
+                line: 2,
+                excerpt: "Last login: Mon Nov 30".to_string()
+            }
+        ),
+        other => panic!("expected Output, got {other:?}"),
+    }
+    assert_eq!(err.reason(), "output");
+
+    let flood = SshSettings {
+        command: "head -c 5000000 /dev/zero".to_string(),
+        ..settings
+    };
+    let err = list(&flood, sshd.port()).await.unwrap_err();
+    assert!(
+        matches!(err, NodeListError::OutputTooLarge { limit: 4194304, .. }),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_command_slower_than_command_timeout_times_out_and_is_stopped_remotely() {
+    let sshd = Sshd::start();
+    let pid_file = sshd.dir().join("sleep.pid");
+    let command = format!("sh -c 'echo $$ > {}; exec sleep 30'", pid_file.display());
+    let settings = SshSettings {
+        command_timeout: Duration::from_secs(1),
+        ..settings(
+            sshd.client_key(),
+            &trusted_known_hosts(&sshd),
+            HostKeyPolicy::Strict,
+            &command,
+        )
+    };
+
+    let err = list(&settings, sshd.port()).await.unwrap_err();
+
+    match &err {
+        NodeListError::Timeout { stage, after, .. } => {
+            assert_eq!(*stage, Stage::Command);
+            assert_eq!(*after, Duration::from_secs(1));
+        }
+        other => panic!("expected Timeout, got {other:?}"),
+    }
+    assert_eq!(err.reason(), "timeout");
+
+    // The remote `timeout 1s` stops the sleep although nobody is connected any more.
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    let proc_dir = PathBuf::from(format!("/proc/{}", pid.trim()));
+    let mut waited = Duration::ZERO;
+    while proc_dir.exists() && waited < Duration::from_secs(15) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        waited += Duration::from_millis(100);
+    }
+    assert!(
+        !proc_dir.exists(),
+        "remote sleep {} still running",
+        pid.trim()
+    );
+}
+
+#[tokio::test]
+async fn a_port_with_nothing_listening_is_a_connect_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = keygen(&dir.path().join("id_ed25519"), KeyKind::Ed25519);
+    let port = free_port();
+    let settings = settings(
+        &key,
+        &dir.path().join("known_hosts"),
+        HostKeyPolicy::Strict,
+        "echo node/a",
+    );
+
+    let err = list(&settings, port).await.unwrap_err();
+
+    match &err {
+        NodeListError::Connect { host, source, .. } => {
+            assert_eq!(host, "127.0.0.1");
+            assert_eq!(source.kind(), std::io::ErrorKind::ConnectionRefused);
+        }
+        other => panic!("expected Connect, got {other:?}"),
+    }
+    assert_eq!(
+        err.to_string(),
+        format!("cannot connect to 127.0.0.1:{port}")
+    );
+    assert_eq!(err.reason(), "connect");
+}
+
+#[tokio::test]
+async fn a_server_that_never_sends_a_banner_times_out_in_key_exchange() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = keygen(&dir.path().join("id_ed25519"), KeyKind::Ed25519);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    let settings = SshSettings {
+        connect_timeout: Duration::from_secs(1),
+        ..settings(
+            &key,
+            &dir.path().join("known_hosts"),
+            HostKeyPolicy::Strict,
+            "echo node/a",
+        )
+    };
+
+    let err = list(&settings, port).await.unwrap_err();
+    silent.abort();
+
+    match &err {
+        NodeListError::Timeout { stage, after, .. } => {
+            assert_eq!(*stage, Stage::KeyExchange);
+            assert_eq!(*after, Duration::from_secs(1));
+        }
+        other => panic!("expected Timeout, got {other:?}"),
+    }
+    assert_eq!(
+        err.to_string(),
+        format!("127.0.0.1:{port} did not complete key exchange within 1s (ssh.connect_timeout)")
+    );
+}
+
+#[test]
+fn supported_key_formats_load_and_stay_out_of_debug_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let pkcs1 = keygen(&dir.path().join("pkcs1"), KeyKind::RsaPkcs1);
+    let ed25519 = keygen(&dir.path().join("ed25519"), KeyKind::Ed25519);
+    for key in [pkcs1, ed25519] {
+        let settings = settings(
+            &key,
+            &dir.path().join("known_hosts"),
+            HostKeyPolicy::Strict,
+            "true",
+        );
+        let lister = SshNodeLister::new(&settings).unwrap();
+        let debug = format!("{lister:?}");
+        let secret = std::fs::read_to_string(&key).unwrap();
+        let body_line = secret.lines().nth(1).unwrap();
+        assert!(!debug.contains(body_line), "{debug}");
+        assert!(debug.contains(&key.display().to_string()), "{debug}");
+    }
+}
+
+fn key_error(path: &Path) -> KeyError {
+    let settings = settings(
+        path,
+        Path::new("/nonexistent/known_hosts"),
+        HostKeyPolicy::Strict,
+        "true",
+    );
+    SshNodeLister::new(&settings).unwrap_err()
+}
+
+#[test]
+fn a_missing_key_file_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("id_rsa");
+    let err = key_error(&path);
+    assert!(matches!(err, KeyError::Missing { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        format!("ssh.private_key: {} does not exist", path.display())
+    );
+}
+
+#[test]
+fn an_unreadable_key_file_is_named() {
+    // A directory: unreadable even for root, unlike a mode-000 file.
+    let dir = tempfile::tempdir().unwrap();
+    let err = key_error(dir.path());
+    assert!(matches!(err, KeyError::Unreadable { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        format!("ssh.private_key: cannot read {}", dir.path().display())
+    );
+}
+
+#[test]
+fn a_file_that_is_not_a_private_key_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, "<html>not a key</html>\n").unwrap();
+    let public = keygen(&dir.path().join("id"), KeyKind::Ed25519).with_extension("pub");
+    for path in [text, public] {
+        let err = key_error(&path);
+        assert!(matches!(err, KeyError::NotAKey { .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "ssh.private_key: {} is not a private key \
+                 (expected PEM RSA, OpenSSH RSA or OpenSSH ed25519)",
+                path.display()
+            )
+        );
+    }
+}
+
+#[test]
+fn an_encrypted_key_is_refused_saying_passphrases_are_unsupported() {
+    let dir = tempfile::tempdir().unwrap();
+    let pem = keygen_encrypted(&dir.path().join("pem"), KeyKind::RsaPkcs1, "s3cret-pass");
+    let openssh = keygen_encrypted(&dir.path().join("openssh"), KeyKind::Ed25519, "s3cret-pass");
+    for path in [pem, openssh] {
+        let err = key_error(&path);
+        assert!(matches!(err, KeyError::Encrypted { .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "ssh.private_key: {} is encrypted and passphrases are not supported; \
+                 give an unencrypted key (ssh-keygen -p -N '' -f <copy of the key>)",
+                path.display()
+            )
+        );
+    }
+}
