@@ -7,5 +7,6 @@
 
 pub mod cloudstack;
 pub mod config;
+pub mod sim;
 pub mod snapshot;
 pub mod time;
