@@ -177,18 +177,18 @@ fn cluster_acl_follows_listall_and_projectid() {
             ids(list)
         }
     };
-    assert_eq!(listed(&[]), [own.clone()]);
+    assert_eq!(listed(&[]), vec![own.clone()]);
     assert_eq!(listed(&[("listall", "true")]), [own.clone(), other.clone()]);
     assert_eq!(
         listed(&[("listall", "true"), ("projectid", "-1")]),
         [own.clone(), proj.clone(), other.clone()]
     );
-    assert_eq!(listed(&[("projectid", "-1")]), [proj.clone()]);
-    assert_eq!(listed(&[("id", &proj)]), [proj.clone()]);
-    assert_eq!(listed(&[("id", &other)]), [other.clone()]);
+    assert_eq!(listed(&[("projectid", "-1")]), vec![proj.clone()]);
+    assert_eq!(listed(&[("id", &proj)]), vec![proj.clone()]);
+    assert_eq!(listed(&[("id", &other)]), vec![other.clone()]);
     assert_eq!(
         listed(&[("account", "alice"), ("domainid", &dom)]),
-        [other.clone()]
+        vec![other.clone()]
     );
 }
 
@@ -217,12 +217,15 @@ fn cluster_filters_and_errors() {
     };
     assert_eq!(
         listed(&[("name", "ALPHA")]),
-        [a.clone()],
+        vec![a.clone()],
         "name is exact, case-insensitive"
     );
     assert_eq!(listed(&[("keyword", "lph")]), [a.clone(), b.clone()]);
-    assert_eq!(listed(&[("state", "Alert")]), [b.clone()]);
-    assert_eq!(listed(&[("clustertype", "ExternalManaged")]), [e.clone()]);
+    assert_eq!(listed(&[("state", "Alert")]), vec![b.clone()]);
+    assert_eq!(
+        listed(&[("clustertype", "ExternalManaged")]),
+        vec![e.clone()]
+    );
     assert_eq!(
         listed(&[("clustertype", "CloudManaged")]),
         [a.clone(), b.clone()]
@@ -304,15 +307,15 @@ fn vm_listing_filters_like_the_server() {
     };
     assert_eq!(listed(&[]), [a.clone(), b.clone(), c.clone(), d.clone()]);
     assert_eq!(listed(&[("state", "Present")]), [a.clone(), b.clone()]);
-    assert_eq!(listed(&[("state", "Destroyed")]), [c.clone()]);
+    assert_eq!(listed(&[("state", "Destroyed")]), vec![c.clone()]);
     assert_eq!(
         listed(&[("keyword", "prod_node")]),
         [a.clone(), b.clone(), d.clone()]
     );
     assert_eq!(listed(&[("keyword", "prod-node")]), [a.clone(), d.clone()]);
     assert_eq!(listed(&[("name", "prod-node")]), Vec::<String>::new());
-    assert_eq!(listed(&[("name", "PROD-NODE-1")]), [a.clone()]);
-    assert_eq!(listed(&[("networkid", &net)]), [a.clone()]);
+    assert_eq!(listed(&[("name", "PROD-NODE-1")]), vec![a.clone()]);
+    assert_eq!(listed(&[("networkid", &net)]), vec![a.clone()]);
     assert_eq!(
         listed(&[("ids", &format!("{b},{c}"))]),
         [b.clone(), c.clone()]
