@@ -1,4 +1,5 @@
 //! Integration tests: the fake CloudStack, a real OpenSSH sshd on loopback and the real
 //! kubectl against a small fake Kubernetes API.
 
+mod fake_cloudstack;
 mod support;

@@ -1,2 +1,4 @@
 //! Test doubles that behave like the real things, all on 127.0.0.1.
 #![allow(dead_code)]
+
+pub mod fake_cloudstack;
