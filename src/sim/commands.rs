@@ -106,7 +106,7 @@ fn list_kubernetes_clusters(w: &World, s: &Settings, p: &Params) -> Result<Strin
         .collect();
     let count = matches.len();
     Ok(list_body(
-        p_command(p),
+        &p.command,
         "kubernetescluster",
         count,
         &page.apply(matches),
@@ -163,7 +163,7 @@ fn list_virtual_machines(w: &World, s: &Settings, p: &Params) -> Result<String, 
         .collect();
     let count = matches.len();
     Ok(list_body(
-        p_command(p),
+        &p.command,
         "virtualmachine",
         count,
         &page.apply(matches),
@@ -188,7 +188,7 @@ fn list_networks(w: &World, s: &Settings, p: &Params) -> Result<String, ApiError
         .collect();
     let count = matches.len();
     Ok(list_body(
-        p_command(p),
+        &p.command,
         "network",
         count,
         &page.apply(matches),
@@ -209,12 +209,7 @@ fn list_alerts(w: &World, s: &Settings, p: &Params) -> Result<String, ApiError> 
         .map(alert_json)
         .collect();
     let count = matches.len();
-    Ok(list_body(
-        p_command(p),
-        "alert",
-        count,
-        &page.apply(matches),
-    ))
+    Ok(list_body(&p.command, "alert", count, &page.apply(matches)))
 }
 
 /// `archiveAlerts` (or, with `delete`, `deleteAlerts`) by `ids` and/or `type`.
@@ -252,7 +247,7 @@ fn archive_alerts(w: &mut World, p: &Params, delete: bool) -> Result<String, Api
             w.alerts[i].archived = true;
         }
     }
-    Ok(flat_body(p_command(p), &json!({"success": true})))
+    Ok(flat_body(&p.command, &json!({"success": true})))
 }
 
 /// Built-in alert types and the names `AlertType.generateAlert` requires for them. Types
@@ -338,7 +333,7 @@ fn generate_alert(w: &mut World, s: &Settings, p: &Params) -> Result<String, Api
         "org.apache.cloudstack.api.command.admin.alert.GenerateAlertCmd",
         work,
     );
-    Ok(flat_body(p_command(p), &json!({"jobid": job_id})))
+    Ok(flat_body(&p.command, &json!({"jobid": job_id})))
 }
 
 fn submit_job(w: &mut World, s: &Settings, cmd_class: &str, work: JobWork) -> String {
@@ -444,7 +439,7 @@ fn query_async_job_result(w: &mut World, p: &Params) -> Result<String, ApiError>
             run_job(w, &id);
         }
     }
-    Ok(flat_body(p_command(p), &job_json(w, &w.jobs[index])))
+    Ok(flat_body(&p.command, &job_json(w, &w.jobs[index])))
 }
 
 /// Entity types the simulator can annotate (others exist in CloudStack but not here).
@@ -478,7 +473,7 @@ fn add_annotation(w: &mut World, p: &Params) -> Result<String, ApiError> {
         created: w.now,
         removed: false,
     };
-    let body = object_body(p_command(p), "annotation", &annotation_json(w, &annotation));
+    let body = object_body(&p.command, "annotation", &annotation_json(w, &annotation));
     w.annotations.push(annotation);
     Ok(body)
 }
@@ -521,7 +516,7 @@ fn list_annotations(w: &World, s: &Settings, p: &Params) -> Result<String, ApiEr
         .collect();
     let count = items.len();
     Ok(list_body(
-        p_command(p),
+        &p.command,
         "annotation",
         count,
         &page.apply(items),
@@ -536,13 +531,8 @@ fn remove_annotation(w: &mut World, p: &Params) -> Result<String, ApiError> {
     a.removed = true;
     let a = a.clone();
     Ok(object_body(
-        p_command(p),
+        &p.command,
         "annotation",
         &annotation_json(w, &a),
     ))
-}
-
-/// The command name for envelopes (`Params` keeps it lower-cased, which is all they need).
-fn p_command<'a>(p: &'a Params) -> &'a str {
-    &p.command
 }

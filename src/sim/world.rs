@@ -670,27 +670,7 @@ impl World {
         let id = self.fresh_id();
         self.next_vm_number += 1;
         let number = self.next_vm_number;
-        let nic = network_id.map(|net| {
-            let cidr_base = self
-                .network(net)
-                .map(|n| n.cidr.trim_end_matches(".0/24").to_string())
-                .unwrap_or_else(|| "10.0.0".to_string());
-            let host = 10 + self.vms.iter().filter(|v| nic_on(v, net)).count();
-            SimNic {
-                id: String::new(),
-                network_id: net.to_string(),
-                ip_address: format!("{cidr_base}.{host}"),
-                mac_address: format!(
-                    "02:00:{:02x}:{:02x}:00:01",
-                    (number >> 8) & 0xff,
-                    number & 0xff
-                ),
-            }
-        });
-        let nic = nic.map(|mut n| {
-            n.id = self.fresh_id();
-            n
-        });
+        let nic = network_id.map(|net| self.new_nic(net, number));
         self.vms.push(SimVm {
             id: id.clone(),
             name: name.to_string(),
@@ -709,6 +689,25 @@ impl World {
             removed: false,
         });
         id
+    }
+
+    /// The next free address on `network_id` (from .10 up), with a MAC derived from `number`.
+    fn new_nic(&mut self, network_id: &str, number: u64) -> SimNic {
+        let cidr_base = self
+            .network(network_id)
+            .map(|n| n.cidr.trim_end_matches(".0/24").to_string())
+            .unwrap_or_else(|| "10.0.0".to_string());
+        let host = 10 + self.vms.iter().filter(|v| nic_on(v, network_id)).count();
+        SimNic {
+            id: self.fresh_id(),
+            network_id: network_id.to_string(),
+            ip_address: format!("{cidr_base}.{host}"),
+            mac_address: format!(
+                "02:00:{:02x}:{:02x}:00:01",
+                (number >> 8) & 0xff,
+                number & 0xff
+            ),
+        }
     }
 
     /// Creates a node VM named as CKS names it and, if `mapped`, appends its map row.
