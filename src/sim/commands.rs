@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use crate::time::Timestamp;
+
 use super::query::{Acl, ApiError, Params, like_contains, paging, sql_eq};
 use super::render::{
     alert_json, annotation_json, cluster_json, flat_body, job_json, list_body, network_json,
@@ -216,8 +218,9 @@ fn list_alerts(w: &World, s: &Settings, p: &Params) -> Result<String, ApiError> 
 fn archive_alerts(w: &mut World, p: &Params, delete: bool) -> Result<String, ApiError> {
     let ids = p.uuid_list("ids", |v| w.alerts.iter().any(|a| a.id == v))?;
     let kind = p.number("type")?;
-    let has_dates = p.get("startdate").is_some() || p.get("enddate").is_some();
-    if ids.is_none() && kind.is_none() && !has_dates {
+    let start = date_param(p, "startdate")?;
+    let end = date_param(p, "enddate")?;
+    if ids.is_none() && kind.is_none() && start.is_none() && end.is_none() {
         return Err(ApiError::invalid(
             "either ids, type, startdate or enddate must be specified",
         ));
@@ -229,6 +232,7 @@ fn archive_alerts(w: &mut World, p: &Params, delete: bool) -> Result<String, Api
         .filter(|(_, a)| !a.archived)
         .filter(|(_, a)| ids.as_ref().is_none_or(|l| l.contains(&a.id.as_str())))
         .filter(|(_, a)| kind.is_none_or(|t| i64::from(a.alert_type) == t))
+        .filter(|(_, a)| start.is_none_or(|t| a.sent >= t) && end.is_none_or(|t| a.sent <= t))
         .map(|(i, _)| i)
         .collect();
     // The DAO refuses the whole request when some of the given ids match nothing.
@@ -248,6 +252,25 @@ fn archive_alerts(w: &mut World, p: &Params, delete: bool) -> Result<String, Api
         }
     }
     Ok(flat_body(&p.command, &json!({"success": true})))
+}
+
+/// A date parameter: `yyyy-MM-dd` (midnight UTC) or `yyyy-MM-ddTHH:mm:ss` with an offset.
+fn date_param(p: &Params, name: &str) -> Result<Option<Timestamp>, ApiError> {
+    let Some(raw) = p.get(name) else {
+        return Ok(None);
+    };
+    let full = if raw.len() == 10 {
+        format!("{raw}T00:00:00Z")
+    } else {
+        raw.to_string()
+    };
+    match Timestamp::parse(&full) {
+        Some(t) => Ok(Some(t)),
+        None => Err(ApiError::param(format!(
+            "Unable to parse date {raw} for command {}, please pass dates in the format mentioned in the api documentation",
+            p.command
+        ))),
+    }
 }
 
 /// Built-in alert types and the names `AlertType.generateAlert` requires for them. Types

@@ -547,6 +547,17 @@ fn archive_and_delete_alerts_need_a_selector() {
     assert_eq!(v["listalertsresponse"]["alert"][0]["type"], 1002);
     let (status, _) = call(&sim, "archiveAlerts", &[("ids", "not-an-alert")]);
     assert_eq!(status, 431);
+
+    sim.with_world(|w| w.advance(Duration::from_secs(86_400)));
+    generate(&sim, "1003", "c", &[]);
+    let before = Timestamp::from_unix(NOW + 3600).to_cloudstack();
+    let (status, _) = call(&sim, "archiveAlerts", &[("enddate", &before)]);
+    assert_eq!(status, 200);
+    let (_, v) = call(&sim, "listAlerts", &[]);
+    assert_eq!(v["listalertsresponse"]["count"], 1);
+    assert_eq!(v["listalertsresponse"]["alert"][0]["type"], 1003);
+    let (status, _) = call(&sim, "archiveAlerts", &[("startdate", "yesterday")]);
+    assert_eq!(status, 431);
 }
 
 #[test]
