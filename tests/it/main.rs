@@ -1,5 +1,6 @@
 //! Integration tests: the fake CloudStack, a real OpenSSH sshd on loopback and the real
 //! kubectl against a small fake Kubernetes API.
 
+mod fake_cloudstack;
 mod ssh;
 mod support;

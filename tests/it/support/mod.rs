@@ -2,3 +2,5 @@
 #![allow(dead_code)]
 pub mod kube_api;
 pub mod sshd;
+
+pub mod fake_cloudstack;
