@@ -4,3 +4,4 @@ pub mod kube_api;
 pub mod sshd;
 
 pub mod fake_cloudstack;
+pub mod cloud;
