@@ -302,7 +302,10 @@ impl Client {
         let deadline = started + self.options.async_deadline;
         // Quick jobs (generateAlert takes milliseconds) are seen at once; slow ones are polled
         // at most every `async_poll_interval`.
-        let mut wait = self.options.async_poll_interval.min(Duration::from_millis(100));
+        let mut wait = self
+            .options
+            .async_poll_interval
+            .min(Duration::from_millis(100));
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             tokio::time::sleep(wait.min(left)).await;

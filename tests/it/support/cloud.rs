@@ -72,13 +72,25 @@ impl TestCloud {
             }
             map.iter()
                 .filter_map(|id| w.vm(id))
-                .filter(|vm| vm.isetcdnode != Some(true))
+                .filter(|vm| vm.isetcdnode != Some(true) && !vm.removed)
                 .map(|vm| vm.name.to_lowercase())
                 .collect()
         });
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
         let kube = FakeKubeApi::start(&refs).await;
         let sshd = Sshd::start_at(ip, 2222);
+        // One client key for every control node: the first sshd's, kept in the cloud's folder
+        // so it outlives that sshd.
+        let key = self.dir.path().join("client_key");
+        if !key.exists() {
+            std::fs::copy(sshd.client_key(), &key).unwrap();
+            std::fs::copy(
+                sshd.client_key().with_extension("pub"),
+                key.with_extension("pub"),
+            )
+            .unwrap();
+        }
+        sshd.authorize(&key.with_extension("pub"));
         let node_dir = self.dir.path().join(format!("node-{ip}"));
         std::fs::create_dir_all(&node_dir).unwrap();
         let kubeconfig = kube.write_kubeconfig(&node_dir);
@@ -99,7 +111,12 @@ impl TestCloud {
     }
 
     pub fn node(&self, cluster_id: &str) -> &ControlNode {
-        &self.nodes.iter().find(|(id, _)| id == cluster_id).expect("control node").1
+        &self
+            .nodes
+            .iter()
+            .find(|(id, _)| id == cluster_id)
+            .expect("control node")
+            .1
     }
 
     pub fn node_mut(&mut self, cluster_id: &str) -> &mut ControlNode {
@@ -175,31 +192,23 @@ listen = ""
     }
 
     fn client_key(&self) -> PathBuf {
-        let first = self
-            .nodes
-            .iter()
-            .find_map(|(_, n)| n.sshd.as_ref())
-            .map(|s| s.client_key().to_path_buf());
-        let key = first.unwrap_or_else(|| self.dir.path().join("no-key"));
-        for (_, n) in &self.nodes {
-            if let Some(s) = &n.sshd {
-                s.authorize(&key.with_extension("pub"));
-            }
-        }
-        key
+        self.dir.path().join("client_key")
     }
 
     /// A script that runs the kubectl command of the control node whose address the SSH
     /// connection came in on (`$SSH_CONNECTION`'s third field).
     fn dispatch_command(&self) -> String {
         let script = self.dir.path().join("list-nodes.sh");
-        let mut body = String::from("#!/bin/sh\nset -e\ncase \"$(echo $SSH_CONNECTION | cut -d' ' -f3)\" in\n");
+        let mut body = String::from(
+            "#!/bin/sh\nset -e\ncase \"$(echo $SSH_CONNECTION | cut -d' ' -f3)\" in\n",
+        );
         for (_, n) in &self.nodes {
             body.push_str(&format!("  {}) exec {} ;;\n", n.ip, n.command));
         }
         body.push_str("  *) echo \"no control node at $SSH_CONNECTION\" >&2; exit 3 ;;\nesac\n");
         std::fs::write(&script, body).unwrap();
-        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
         script.display().to_string()
     }
 

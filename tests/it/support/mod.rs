@@ -3,5 +3,5 @@
 pub mod kube_api;
 pub mod sshd;
 
-pub mod fake_cloudstack;
 pub mod cloud;
+pub mod fake_cloudstack;
