@@ -443,8 +443,12 @@ async fn probe_vanished(
         return Ok(vec![]);
     };
     let now_ids: BTreeSet<&str> = c.virtualmachines.iter().map(|vm| vm.id.as_str()).collect();
+    // Gone rows can only stand for map entries the API does not show: at most
+    // `expected - shown` of them. Beyond that the rows were deleted (a scale-down, a fix in
+    // the database) and their findings resolve.
+    let room = (info.expected_vms() as usize).saturating_sub(now_ids.len());
     let mut out = Vec::new();
-    // Already known gone, finding still open: keep it without probing again, unless the row
+    // Already known gone, finding still open: kept without probing again, unless the row
     // came back.
     for (id, (name, how)) in &prev.vanished {
         if !now_ids.contains(id.as_str()) && !listed.contains_key(id.as_str()) {
@@ -455,39 +459,44 @@ async fn probe_vanished(
             });
         }
     }
-    if info.expected_vms() < prev.expected_vms {
-        return Ok(out);
+    // A scale-down removes rows legitimately: nothing new is probed then.
+    if info.expected_vms() >= prev.expected_vms {
+        for (id, name) in &prev.vms {
+            if out.len() >= room {
+                break;
+            }
+            // Still mapped, already known, or the VM exists and only its row went.
+            if now_ids.contains(id.as_str())
+                || prev.vanished.contains_key(id)
+                || listed.contains_key(id.as_str())
+            {
+                continue;
+            }
+            let scope = [
+                ("id", id.as_str()),
+                ("listall", "true"),
+                ("projectid", "-1"),
+            ];
+            match api
+                .list::<VirtualMachine>("listVirtualMachines", "virtualmachine", &scope)
+                .await
+            {
+                Ok(found) if found.is_empty() => out.push(VanishedVm {
+                    id: id.clone(),
+                    name: Some(name.clone()),
+                    how: VanishedHow::Expunged,
+                }),
+                Ok(_) => {}
+                Err(e) if e.code() == Some(431) => out.push(VanishedVm {
+                    id: id.clone(),
+                    name: Some(name.clone()),
+                    how: VanishedHow::DoesNotExist,
+                }),
+                Err(e) => return Err(e),
+            }
+        }
     }
-    for (id, name) in &prev.vms {
-        if now_ids.contains(id.as_str()) || prev.vanished.contains_key(id) {
-            continue;
-        }
-        if listed.contains_key(id.as_str()) {
-            // The VM still exists; only its map row went.
-            continue;
-        }
-        match api
-            .list::<VirtualMachine>(
-                "listVirtualMachines",
-                "virtualmachine",
-                &[("id", id.as_str()), ("listall", "true")],
-            )
-            .await
-        {
-            Ok(found) if found.is_empty() => out.push(VanishedVm {
-                id: id.clone(),
-                name: Some(name.clone()),
-                how: VanishedHow::Expunged,
-            }),
-            Ok(_) => {}
-            Err(e) if e.code() == Some(431) => out.push(VanishedVm {
-                id: id.clone(),
-                name: Some(name.clone()),
-                how: VanishedHow::DoesNotExist,
-            }),
-            Err(e) => return Err(e),
-        }
-    }
+    out.truncate(room);
     Ok(out)
 }
 
