@@ -13,6 +13,7 @@ pub mod cycle;
 pub mod diff;
 pub mod engine;
 pub mod logging;
+pub mod metrics;
 pub mod naming;
 pub mod notify;
 pub mod remote;
