@@ -300,9 +300,16 @@ impl Client {
         };
         let started = Instant::now();
         let deadline = started + self.options.async_deadline;
+        // Quick jobs (generateAlert takes milliseconds) are seen at once; slow ones are polled
+        // at most every `async_poll_interval`.
+        let mut wait = self
+            .options
+            .async_poll_interval
+            .min(Duration::from_millis(100));
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            tokio::time::sleep(self.options.async_poll_interval.min(left)).await;
+            tokio::time::sleep(wait.min(left)).await;
+            wait = (wait * 2).min(self.options.async_poll_interval);
             let mut status = self
                 .request("queryAsyncJobResult", &[("jobid", job_id)])
                 .await?;

@@ -2,3 +2,6 @@
 #![allow(dead_code)]
 pub mod kube_api;
 pub mod sshd;
+
+pub mod cloud;
+pub mod fake_cloudstack;

@@ -58,6 +58,7 @@ fn run_keygen(path: &Path, args: &[&str], passphrase: &str) {
 /// A running sshd; killed on drop.
 pub struct Sshd {
     dir: TempDir,
+    ip: Ipv4Addr,
     port: u16,
     child: Child,
     client_key: PathBuf,
@@ -73,6 +74,12 @@ impl Sshd {
 
     /// Starts sshd on `port` (e.g. the port of a stopped one, to play a rebuilt node).
     pub fn start_on(port: u16) -> Sshd {
+        Sshd::start_at(Ipv4Addr::LOCALHOST, port)
+    }
+
+    /// Starts sshd on `ip:port`: a control node as CKS reaches it (port 2222 or 22) on an
+    /// address of its own in 127.0.0.0/8.
+    pub fn start_at(ip: Ipv4Addr, port: u16) -> Sshd {
         let dir = tempfile::tempdir().expect("temp dir");
         let base = dir.path();
         let mut host_key_lines = String::new();
@@ -95,7 +102,7 @@ impl Sshd {
 
         let config = format!(
             "Port {port}\n\
-             ListenAddress 127.0.0.1\n\
+             ListenAddress {ip}\n\
              {host_key_lines}\
              PidFile {base}/sshd.pid\n\
              UsePAM no\n\
@@ -122,6 +129,7 @@ impl Sshd {
             .expect("start sshd");
         let mut sshd = Sshd {
             dir,
+            ip,
             port,
             child,
             client_key,
@@ -133,7 +141,7 @@ impl Sshd {
 
     /// Polls the port until sshd accepts, or panics with its log.
     fn wait_ready(&mut self) {
-        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
+        let addr = SocketAddr::from((self.ip, self.port));
         let started = Instant::now();
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
@@ -147,6 +155,10 @@ impl Sshd {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    pub fn ip(&self) -> Ipv4Addr {
+        self.ip
     }
 
     pub fn port(&self) -> u16 {
@@ -226,4 +238,13 @@ pub fn free_port() -> u16 {
         .and_then(|listener| listener.local_addr())
         .expect("bind 127.0.0.1:0")
         .port()
+}
+
+/// A loopback address no other test of this run uses (127.77.x.y), so several control nodes
+/// can listen on CKS's own port 2222 (or 22) at once. The process id spreads concurrent runs.
+pub fn fresh_loopback() -> Ipv4Addr {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed) + (std::process::id() % 200) * 300;
+    Ipv4Addr::new(127, 77, ((n / 250) % 250) as u8 + 1, (n % 250) as u8 + 1)
 }

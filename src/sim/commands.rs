@@ -1,0 +1,561 @@
+//! The commands the simulated management server answers, with CloudStack's semantics:
+//! listings (ACL, filters, paging, `count`), alerts with their de-duplication, annotations
+//! and async jobs.
+//!
+//! Each handler reads `Params`, reads or changes the `World`, and returns the JSON body or
+//! an `ApiError`. Transport concerns (signing, HTTP status, fault injection) live in `Sim`.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use crate::time::Timestamp;
+
+use super::query::{Acl, ApiError, Params, like_contains, paging, sql_eq};
+use super::render::{
+    alert_json, annotation_json, cluster_json, flat_body, job_json, list_body, network_json,
+    object_body, vm_json,
+};
+use super::world::{JobOutcome, JobWork, SimAlert, SimAnnotation, SimJob, World};
+
+/// Server settings the handlers honour.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// `default.page.size`: the default and the maximum page size; `None` means -1.
+    pub max_page_size: Option<u32>,
+    /// How many `queryAsyncJobResult` calls see a new job as pending before it runs.
+    pub job_pending_polls: u32,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            max_page_size: Some(super::query::DEFAULT_PAGE_SIZE),
+            job_pending_polls: 0,
+        }
+    }
+}
+
+/// Every command the simulator implements; anything else is answered like an unknown API.
+pub const COMMANDS: &[&str] = &[
+    "listKubernetesClusters",
+    "listVirtualMachines",
+    "listNetworks",
+    "listAlerts",
+    "archiveAlerts",
+    "deleteAlerts",
+    "generateAlert",
+    "queryAsyncJobResult",
+    "addAnnotation",
+    "listAnnotations",
+    "removeAnnotation",
+];
+
+/// Runs `command`; `None` if the simulator does not know it.
+pub fn execute(
+    w: &mut World,
+    s: &Settings,
+    command: &str,
+    params: &BTreeMap<String, String>,
+) -> Option<Result<String, ApiError>> {
+    let p = Params::new(command, params);
+    let result = match command {
+        "listKubernetesClusters" => list_kubernetes_clusters(w, s, &p),
+        "listVirtualMachines" => list_virtual_machines(w, s, &p),
+        "listNetworks" => list_networks(w, s, &p),
+        "listAlerts" => list_alerts(w, s, &p),
+        "archiveAlerts" => archive_alerts(w, &p, false),
+        "deleteAlerts" => archive_alerts(w, &p, true),
+        "generateAlert" => generate_alert(w, s, &p),
+        "queryAsyncJobResult" => query_async_job_result(w, &p),
+        "addAnnotation" => add_annotation(w, &p),
+        "listAnnotations" => list_annotations(w, s, &p),
+        "removeAnnotation" => remove_annotation(w, &p),
+        _ => return None,
+    };
+    Some(result)
+}
+
+const CLUSTER_TYPES: &[&str] = &["CloudManaged", "ExternalManaged"];
+
+fn list_kubernetes_clusters(w: &World, s: &Settings, p: &Params) -> Result<String, ApiError> {
+    let page = paging(p, s.max_page_size)?;
+    let id = p.uuid("id", |v| w.clusters.iter().any(|c| sql_eq(&c.id, v)))?;
+    let clustertype = p.get("clustertype");
+    if let Some(t) = clustertype {
+        // A case-sensitive enum: `valueOf` fails on anything else.
+        if !CLUSTER_TYPES.contains(&t) {
+            return Err(ApiError::invalid(format!(
+                "Unable to resolve cluster type {t} to a supported value (CloudManaged, ExternalManaged)"
+            )));
+        }
+    }
+    let acl = Acl::from_params(p, w, id.is_some())?;
+    let (name, keyword, state) = (p.get("name"), p.get("keyword"), p.get("state"));
+    let matches: Vec<Value> = w
+        .clusters
+        .iter()
+        .filter(|c| !c.removed && acl.admits(&c.owner, w))
+        .filter(|c| id.is_none_or(|v| sql_eq(&c.id, v)))
+        .filter(|c| name.is_none_or(|v| sql_eq(&c.name, v)))
+        .filter(|c| keyword.is_none_or(|k| like_contains(&c.name, k)))
+        .filter(|c| state.is_none_or(|v| sql_eq(&c.state, v)))
+        .filter(|c| {
+            // Rows created before 4.19 were upgraded to CloudManaged.
+            clustertype.is_none_or(|t| c.clustertype.as_deref().unwrap_or("CloudManaged") == t)
+        })
+        .map(|c| cluster_json(w, c))
+        .collect();
+    let count = matches.len();
+    Ok(list_body(
+        &p.command,
+        "kubernetescluster",
+        count,
+        &page.apply(matches),
+    ))
+}
+
+fn list_virtual_machines(w: &World, s: &Settings, p: &Params) -> Result<String, ApiError> {
+    let page = paging(p, s.max_page_size)?;
+    let vm_exists = |v: &str| w.vms.iter().any(|vm| sql_eq(&vm.id, v));
+    let id = p.uuid("id", vm_exists)?;
+    let ids = p.uuid_list("ids", vm_exists)?;
+    if id.is_some() && ids.is_some() {
+        return Err(ApiError::invalid(
+            "Specify either id or ids but not both parameters",
+        ));
+    }
+    let zone = p.uuid("zoneid", |v| w.zone(v).is_some())?;
+    let network = p.uuid("networkid", |v| w.network(v).is_some())?;
+    let acl = Acl::from_params(p, w, id.is_some())?;
+    let (name, keyword, state) = (p.get("name"), p.get("keyword"), p.get("state"));
+    let matches: Vec<Value> = w
+        .vms
+        .iter()
+        .filter(|vm| !vm.removed && acl.admits(&vm.owner, w))
+        .filter(|vm| id.is_none_or(|v| sql_eq(&vm.id, v)))
+        .filter(|vm| {
+            ids.as_ref()
+                .is_none_or(|l| l.iter().any(|v| sql_eq(&vm.id, v)))
+        })
+        .filter(|vm| zone.is_none_or(|z| vm.zone_id == z))
+        .filter(|vm| network.is_none_or(|n| vm.nic.as_ref().is_some_and(|x| x.network_id == n)))
+        .filter(|vm| name.is_none_or(|v| sql_eq(&vm.name, v)))
+        .filter(|vm| {
+            keyword.is_none_or(|k| {
+                like_contains(&vm.displayname, k)
+                    || like_contains(&vm.name, k)
+                    || like_contains(&vm.instancename, k)
+                    || vm
+                        .nic
+                        .as_ref()
+                        .is_some_and(|n| like_contains(&n.ip_address, k))
+                    || sql_eq(&vm.state, k)
+            })
+        })
+        .filter(|vm| match state {
+            // Admins see Destroyed and Expunging VMs unless they ask for Present ones.
+            None => true,
+            Some(st) if st.eq_ignore_ascii_case("present") => {
+                !sql_eq(&vm.state, "Destroyed") && !sql_eq(&vm.state, "Expunging")
+            }
+            Some(st) => sql_eq(&vm.state, st),
+        })
+        .map(|vm| vm_json(w, vm, false))
+        .collect();
+    let count = matches.len();
+    Ok(list_body(
+        &p.command,
+        "virtualmachine",
+        count,
+        &page.apply(matches),
+    ))
+}
+
+fn list_networks(w: &World, s: &Settings, p: &Params) -> Result<String, ApiError> {
+    let page = paging(p, s.max_page_size)?;
+    let id = p.uuid("id", |v| w.network(v).is_some())?;
+    let zone = p.uuid("zoneid", |v| w.zone(v).is_some())?;
+    let acl = Acl::from_params(p, w, id.is_some())?;
+    let (keyword, kind) = (p.get("keyword"), p.get("type"));
+    let matches: Vec<Value> = w
+        .networks
+        .iter()
+        .filter(|n| acl.admits(&n.owner, w))
+        .filter(|n| id.is_none_or(|v| n.id == v))
+        .filter(|n| zone.is_none_or(|z| n.zone_id == z))
+        .filter(|n| kind.is_none_or(|t| sql_eq(n.network_type.as_str(), t)))
+        .filter(|n| keyword.is_none_or(|k| like_contains(&n.name, k)))
+        .map(|n| network_json(w, n))
+        .collect();
+    let count = matches.len();
+    Ok(list_body(
+        &p.command,
+        "network",
+        count,
+        &page.apply(matches),
+    ))
+}
+
+fn list_alerts(w: &World, s: &Settings, p: &Params) -> Result<String, ApiError> {
+    let page = paging(p, s.max_page_size)?;
+    let id = p.uuid("id", |v| w.alerts.iter().any(|a| a.id == v))?;
+    let (kind, name, keyword) = (p.get("type"), p.get("name"), p.get("keyword"));
+    let matches: Vec<Value> = w
+        .active_alerts()
+        .into_iter()
+        .filter(|a| id.is_none_or(|v| a.id == v))
+        .filter(|a| kind.is_none_or(|t| a.alert_type.to_string() == t.trim()))
+        .filter(|a| name.is_none_or(|n| sql_eq(&a.name, n)))
+        .filter(|a| keyword.is_none_or(|k| like_contains(&a.description, k)))
+        .map(alert_json)
+        .collect();
+    let count = matches.len();
+    Ok(list_body(&p.command, "alert", count, &page.apply(matches)))
+}
+
+/// `archiveAlerts` (or, with `delete`, `deleteAlerts`) by `ids` and/or `type`.
+fn archive_alerts(w: &mut World, p: &Params, delete: bool) -> Result<String, ApiError> {
+    let ids = p.uuid_list("ids", |v| w.alerts.iter().any(|a| a.id == v))?;
+    let kind = p.number("type")?;
+    let start = date_param(p, "startdate")?;
+    let end = date_param(p, "enddate")?;
+    if ids.is_none() && kind.is_none() && start.is_none() && end.is_none() {
+        return Err(ApiError::invalid(
+            "either ids, type, startdate or enddate must be specified",
+        ));
+    }
+    let selected: Vec<usize> = w
+        .alerts
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| !a.archived)
+        .filter(|(_, a)| ids.as_ref().is_none_or(|l| l.contains(&a.id.as_str())))
+        .filter(|(_, a)| kind.is_none_or(|t| i64::from(a.alert_type) == t))
+        .filter(|(_, a)| start.is_none_or(|t| a.sent >= t) && end.is_none_or(|t| a.sent <= t))
+        .map(|(i, _)| i)
+        .collect();
+    // The DAO refuses the whole request when some of the given ids match nothing.
+    if ids.as_ref().is_some_and(|l| selected.len() < l.len()) {
+        let verb = if delete { "delete" } else { "archive" };
+        return Err(ApiError::internal(format!(
+            "Failed to {verb} Alerts, one or more parameters has invalid values"
+        )));
+    }
+    if delete {
+        for i in selected.into_iter().rev() {
+            w.alerts.remove(i);
+        }
+    } else {
+        for i in selected {
+            w.alerts[i].archived = true;
+        }
+    }
+    Ok(flat_body(&p.command, &json!({"success": true})))
+}
+
+/// A date parameter: `yyyy-MM-dd` (midnight UTC) or `yyyy-MM-ddTHH:mm:ss` with an offset.
+fn date_param(p: &Params, name: &str) -> Result<Option<Timestamp>, ApiError> {
+    let Some(raw) = p.get(name) else {
+        return Ok(None);
+    };
+    let full = if raw.len() == 10 {
+        format!("{raw}T00:00:00Z")
+    } else {
+        raw.to_string()
+    };
+    match Timestamp::parse(&full) {
+        Some(t) => Ok(Some(t)),
+        None => Err(ApiError::param(format!(
+            "Unable to parse date {raw} for command {}, please pass dates in the format mentioned in the api documentation",
+            p.command
+        ))),
+    }
+}
+
+/// Built-in alert types and the names `AlertType.generateAlert` requires for them. Types
+/// with two or three names pick one unpredictably in the server; any of them is accepted.
+const BUILTIN_ALERT_NAMES: &[(i16, &[&str])] = &[
+    (0, &["ALERT.MEMORY"]),
+    (1, &["ALERT.CPU"]),
+    (2, &["ALERT.STORAGE"]),
+    (3, &["ALERT.STORAGE.ALLOCATED"]),
+    (4, &["ALERT.NETWORK.PUBLICIP"]),
+    (5, &["ALERT.NETWORK.PRIVATEIP"]),
+    (6, &["ALERT.STORAGE.SECONDARY"]),
+    (7, &["ALERT.COMPUTE.HOST"]),
+    (8, &["ALERT.USERVM"]),
+    (9, &["ALERT.SERVICE.DOMAINROUTER"]),
+    (
+        10,
+        &["ALERT.SERVICE.CONSOLEPROXY", "ALERT.NETWORK.IPV6SUBNET"],
+    ),
+    (11, &["ALERT.NETWORK.ROUTING"]),
+    (12, &["ALERT.STORAGE.MISC"]),
+    (13, &["ALERT.USAGE"]),
+    (14, &["ALERT.MANAGEMENT"]),
+    (15, &["ALERT.SERVICE.DOMAINROUTER.MIGRATE"]),
+    (16, &["ALERT.SERVICE.CONSOLEPROXY.MIGRATE"]),
+    (17, &["ALERT.USERVM.MIGRATE"]),
+    (18, &["ALERT.NETWORK.VLAN"]),
+    (19, &["ALERT.SERVICE.SSVM"]),
+    (20, &["ALERT.USAGE.RESULT", "ALERT.STORAGE.OBJECT"]),
+    (21, &["ALERT.STORAGE.DELETE", "ALERT.STORAGE.BACKUP"]),
+    (22, &["ALERT.RESOURCE.COUNT"]),
+    (23, &["ALERT.USAGE.SANITY"]),
+    (24, &["ALERT.NETWORK.DIRECTPUBLICIP"]),
+    (25, &["ALERT.STORAGE.LOCAL"]),
+    (26, &["ALERT.RESOURCE.EXCEED"]),
+    (27, &["ALERT.TYPE.SYNC"]),
+    (28, &["ALERT.UPLOAD.FAILED"]),
+    (29, &["ALERT.OOBM.AUTHERROR"]),
+    (30, &["ALERT.HA.ACTION"]),
+    (31, &["ALERT.CA.CERT"]),
+    (
+        32,
+        &[
+            "ALERT.VM.SNAPSHOT",
+            "ALERT.VR.PUBLIC.IFACE.MTU",
+            "ALERT.VR.PRIVATE.IFACE.MTU",
+        ],
+    ),
+    (33, &["ALERT.TYPE.EXTENSION.PATH.NOT.READY"]),
+];
+
+/// `generateAlert`: parameters are checked synchronously (required, lengths, uuids); the
+/// rest happens in the async job (see [`run_job`]).
+fn generate_alert(w: &mut World, s: &Settings, p: &Params) -> Result<String, ApiError> {
+    let raw_type = p.required("type")?;
+    let name = p.required("name")?;
+    let description = p.required("description")?;
+    let alert_type: i16 = raw_type
+        .trim()
+        .parse()
+        .map_err(|_| p.bad_value("type", raw_type))?;
+    for (param, value, max) in [("name", name, 255), ("description", description, 999)] {
+        if value.chars().count() > max {
+            return Err(ApiError::invalid(format!(
+                "Value greater than max allowed length {max} for param: {param}"
+            )));
+        }
+    }
+    let zone_id = p.uuid("zoneid", |v| w.zone(v).is_some())?;
+    let pod_id = p.uuid("podid", |v| {
+        w.zones.iter().any(|z| z.pod_ids.iter().any(|x| x == v))
+    })?;
+    let work = JobWork::GenerateAlert {
+        alert_type,
+        name: name.to_string(),
+        description: description.to_string(),
+        zone_id: zone_id.map(str::to_string),
+        pod_id: pod_id.map(str::to_string),
+    };
+    let job_id = submit_job(
+        w,
+        s,
+        "org.apache.cloudstack.api.command.admin.alert.GenerateAlertCmd",
+        work,
+    );
+    Ok(flat_body(&p.command, &json!({"jobid": job_id})))
+}
+
+fn submit_job(w: &mut World, s: &Settings, cmd_class: &str, work: JobWork) -> String {
+    let id = w.fresh_id();
+    w.jobs.push(SimJob {
+        id: id.clone(),
+        cmd_class: cmd_class.to_string(),
+        created: w.now,
+        completed: None,
+        outcome: JobOutcome::Pending,
+        polls_until_done: s.job_pending_polls,
+        work: Some(work),
+    });
+    if s.job_pending_polls == 0 {
+        run_job(w, &id);
+    }
+    id
+}
+
+/// Completes a job: performs its work and records the outcome.
+fn run_job(w: &mut World, job_id: &str) {
+    let Some(index) = w.jobs.iter().position(|j| j.id == job_id) else {
+        return;
+    };
+    let Some(work) = w.jobs[index].work.take() else {
+        return;
+    };
+    let outcome = match work {
+        JobWork::GenerateAlert {
+            alert_type,
+            name,
+            description,
+            zone_id,
+            pod_id,
+        } => match store_alert(w, alert_type, &name, &description, zone_id, pod_id) {
+            Ok(()) => JobOutcome::Succeeded(json!({"success": true})),
+            Err(e) => JobOutcome::Failed {
+                code: e.code,
+                text: e.text,
+            },
+        },
+    };
+    let now = w.now;
+    let job = &mut w.jobs[index];
+    job.outcome = outcome;
+    job.completed = Some(now);
+}
+
+/// `AlertManagerImpl.sendAlert` for an API-generated alert: nothing is stored while an
+/// un-archived alert of the same type in the same zone (and pod, if given) exists, and the
+/// caller is told it succeeded all the same.
+fn store_alert(
+    w: &mut World,
+    alert_type: i16,
+    name: &str,
+    description: &str,
+    zone_id: Option<String>,
+    pod_id: Option<String>,
+) -> Result<(), ApiError> {
+    if let Some((_, names)) = BUILTIN_ALERT_NAMES.iter().find(|(t, _)| *t == alert_type)
+        && !names.iter().any(|n| n.eq_ignore_ascii_case(name))
+    {
+        // Raised inside the job; the job dispatcher turns it into a 431 job failure.
+        return Err(ApiError::invalid(format!(
+            "There is a default alert having type {alert_type} and name {}",
+            names[0]
+        )));
+    }
+    let duplicate = w.alerts.iter().any(|a| {
+        !a.archived
+            && a.alert_type == alert_type
+            && a.zone_id == zone_id
+            && (pod_id.is_none() || a.pod_id == pod_id)
+    });
+    if duplicate {
+        return Ok(());
+    }
+    let id = w.fresh_id();
+    w.alerts.push(SimAlert {
+        id,
+        alert_type,
+        name: name.to_string(),
+        description: description.to_string(),
+        zone_id,
+        pod_id,
+        sent: w.now,
+        archived: false,
+    });
+    Ok(())
+}
+
+fn query_async_job_result(w: &mut World, p: &Params) -> Result<String, ApiError> {
+    let job_id = p.required("jobid")?;
+    let Some(index) = w.jobs.iter().position(|j| j.id == job_id) else {
+        return Err(p.unknown_uuid("jobid", job_id));
+    };
+    let job = &mut w.jobs[index];
+    if job.outcome == JobOutcome::Pending {
+        if job.polls_until_done > 0 {
+            job.polls_until_done -= 1;
+        } else {
+            let id = job.id.clone();
+            run_job(w, &id);
+        }
+    }
+    Ok(flat_body(&p.command, &job_json(w, &w.jobs[index])))
+}
+
+/// Entity types the simulator can annotate (others exist in CloudStack but not here).
+const ANNOTATION_TYPES: &[&str] = &["KUBERNETES_CLUSTER", "VM"];
+
+fn add_annotation(w: &mut World, p: &Params) -> Result<String, ApiError> {
+    let text = p.required("annotation")?;
+    let entity_type = p.required("entitytype")?;
+    let entity_id = p.required("entityid")?;
+    if !ANNOTATION_TYPES.contains(&entity_type) {
+        return Err(ApiError::invalid(format!(
+            "\"{entity_type}\" is not a valid entity type"
+        )));
+    }
+    let exists = match entity_type {
+        "KUBERNETES_CLUSTER" => w.clusters.iter().any(|c| c.id == entity_id && !c.removed),
+        _ => w.vms.iter().any(|v| v.id == entity_id && !v.removed),
+    };
+    if !exists {
+        return Err(ApiError::invalid(format!(
+            "Unable to find the entity of type {entity_type} with uuid {entity_id}"
+        )));
+    }
+    let id = w.fresh_id();
+    let annotation = SimAnnotation {
+        id,
+        entity_type: entity_type.to_string(),
+        entity_id: entity_id.to_string(),
+        annotation: text.to_string(),
+        admins_only: p.flag("adminsonly"),
+        created: w.now,
+        removed: false,
+    };
+    let body = object_body(&p.command, "annotation", &annotation_json(w, &annotation));
+    w.annotations.push(annotation);
+    Ok(body)
+}
+
+fn list_annotations(w: &World, s: &Settings, p: &Params) -> Result<String, ApiError> {
+    let page = paging(p, s.max_page_size)?;
+    let id = p.uuid("id", |v| w.annotations.iter().any(|a| a.id == v))?;
+    let entity_type = p.get("entitytype");
+    if let Some(t) = entity_type
+        && !ANNOTATION_TYPES.contains(&t)
+    {
+        return Err(ApiError::invalid(format!(
+            "\"{t}\" is not a valid entity type"
+        )));
+    }
+    if let Some(f) = p.get("annotationfilter")
+        && f != "self"
+        && f != "all"
+    {
+        return Err(ApiError::invalid(format!(
+            "Invalid annotationfilter {f}, supported values: self, all"
+        )));
+    }
+    let (entity_id, keyword) = (p.get("entityid"), p.get("keyword"));
+    // Newest first; every annotation here is the caller's, so `self` and `all` agree.
+    let mut matches: Vec<(usize, &SimAnnotation)> = w
+        .annotations
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| !a.removed)
+        .filter(|(_, a)| id.is_none_or(|v| a.id == v))
+        .filter(|(_, a)| entity_type.is_none_or(|t| a.entity_type == t))
+        .filter(|(_, a)| entity_id.is_none_or(|e| a.entity_id == e))
+        .filter(|(_, a)| keyword.is_none_or(|k| like_contains(&a.annotation, k)))
+        .collect();
+    matches.sort_by(|a, b| b.1.created.cmp(&a.1.created).then(b.0.cmp(&a.0)));
+    let items: Vec<Value> = matches
+        .into_iter()
+        .map(|(_, a)| annotation_json(w, a))
+        .collect();
+    let count = items.len();
+    Ok(list_body(
+        &p.command,
+        "annotation",
+        count,
+        &page.apply(items),
+    ))
+}
+
+fn remove_annotation(w: &mut World, p: &Params) -> Result<String, ApiError> {
+    let id = p.required("id")?;
+    let Some(a) = w.annotations.iter_mut().find(|a| a.id == id && !a.removed) else {
+        return Err(p.unknown_uuid("id", id));
+    };
+    a.removed = true;
+    let a = a.clone();
+    Ok(object_body(
+        &p.command,
+        "annotation",
+        &annotation_json(w, &a),
+    ))
+}

@@ -1,0 +1,238 @@
+//! A simulated CloudStack management server: the integration tests' fake CloudStack (behind
+//! a thin HTTP wrapper) and the cloud the `demo` command checks, in memory.
+//!
+//! `World` is the plain-data state, `commands` answers API commands in CloudStack's shapes
+//! and semantics, and `Sim` wraps both behind a mutex with fault injection, a call log and
+//! optional latency. Request signing and HTTP belong to the wrapper, not here.
+
+mod commands;
+mod query;
+mod render;
+mod world;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::cloudstack::transport::{ApiRequest, Method, RawResponse, Transport, TransportFuture};
+
+pub use commands::{COMMANDS, Settings};
+pub use query::{ApiError, DEFAULT_PAGE_SIZE};
+pub use render::{error_body, response_key};
+pub use world::{
+    CALLER_ACCOUNT, ClusterSpec, JobOutcome, JobWork, NetworkLayout, NetworkType, NodeRole,
+    ROOT_DOMAIN, SimAccount, SimAlert, SimAnnotation, SimCluster, SimDomain, SimJob, SimNetwork,
+    SimNic, SimOwner, SimProject, SimPublicIp, SimVm, SimZone, World, cks_hex, etcd_name_prefix,
+    node_name_prefix,
+};
+
+/// The text of every authentication failure, and of an unknown command.
+pub const UNAUTHORIZED_TEXT: &str = "unable to verify user credentials and/or request signature";
+
+/// One API call as the simulator received it (parameter names lower-cased).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    pub command: String,
+    pub params: BTreeMap<String, String>,
+}
+
+impl Call {
+    /// Anything but `list*`, `get*`, `query*` and `find*` changes state.
+    pub fn is_state_changing(&self) -> bool {
+        Method::for_command(&self.command) == Method::Post
+    }
+}
+
+/// Parameters that carry authentication, not command input.
+const AUTH_PARAMS: &[&str] = &[
+    "command",
+    "apikey",
+    "signature",
+    "signatureversion",
+    "expires",
+    "response",
+];
+
+struct Inner {
+    world: World,
+    settings: Settings,
+    latency: Duration,
+    faults: BTreeMap<String, VecDeque<RawResponse>>,
+    calls: Vec<Call>,
+}
+
+/// The simulated server: a `World` behind a mutex, server settings, injected faults and a
+/// log of every call. Share it as `Arc<Sim>`.
+pub struct Sim {
+    inner: Mutex<Inner>,
+}
+
+impl Sim {
+    pub fn new(world: World) -> Self {
+        Sim {
+            inner: Mutex::new(Inner {
+                world,
+                settings: Settings::default(),
+                latency: Duration::ZERO,
+                faults: BTreeMap::new(),
+                calls: Vec::new(),
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panicking test closure must not wedge every later call.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Reads or changes the world.
+    pub fn with_world<R>(&self, f: impl FnOnce(&mut World) -> R) -> R {
+        f(&mut self.lock().world)
+    }
+
+    /// `default.page.size`; `None` is -1 (no maximum, no default limit).
+    pub fn set_max_page_size(&self, max: Option<u32>) {
+        self.lock().settings.max_page_size = max;
+    }
+
+    /// Makes new async jobs answer "pending" to this many queries before they run.
+    pub fn set_job_pending_polls(&self, polls: u32) {
+        self.lock().settings.job_pending_polls = polls;
+    }
+
+    /// Delay applied by the transports before each call is answered.
+    pub fn set_latency(&self, latency: Duration) {
+        self.lock().latency = latency;
+    }
+
+    pub fn latency(&self) -> Duration {
+        self.lock().latency
+    }
+
+    /// The next `times` calls of `command` get this status and body instead of an answer.
+    pub fn fail_next(&self, command: &str, times: usize, status: u16, body: &str) {
+        let mut inner = self.lock();
+        let queue = inner.faults.entry(command.to_string()).or_default();
+        for _ in 0..times {
+            queue.push_back(RawResponse {
+                status,
+                body: body.to_string(),
+            });
+        }
+    }
+
+    /// Like [`Sim::fail_next`] with a CloudStack error body: HTTP status = `errorcode`.
+    pub fn fail_next_with_error(&self, command: &str, times: usize, errorcode: u16, text: &str) {
+        let err = ApiError {
+            code: errorcode,
+            cs_code: Some(query::CS_CLOUD_RUNTIME),
+            text: text.to_string(),
+        };
+        self.fail_next(
+            command,
+            times,
+            errorcode,
+            &error_body(&response_key(command), &err),
+        );
+    }
+
+    /// Every call so far, in order.
+    pub fn calls(&self) -> Vec<Call> {
+        self.lock().calls.clone()
+    }
+
+    /// How many times `command` was called.
+    pub fn call_count(&self, command: &str) -> usize {
+        self.lock()
+            .calls
+            .iter()
+            .filter(|c| c.command == command)
+            .count()
+    }
+
+    /// The calls that would change state in a real cloud.
+    pub fn state_changing_calls(&self) -> Vec<Call> {
+        self.lock()
+            .calls
+            .iter()
+            .filter(|c| c.is_state_changing())
+            .cloned()
+            .collect()
+    }
+
+    pub fn clear_calls(&self) {
+        self.lock().calls.clear();
+    }
+
+    /// Whether the simulator implements `command` (anything else is answered like an
+    /// unknown API: 401 under `errorresponse`).
+    pub fn knows(command: &str) -> bool {
+        COMMANDS.contains(&command)
+    }
+
+    /// Answers one API call as the management server would, after authentication. Parameter
+    /// names are matched case-insensitively (the server lower-cases them); the first value
+    /// of a name wins; authentication parameters are ignored.
+    pub fn handle(&self, command: &str, params: &BTreeMap<String, String>) -> RawResponse {
+        let mut normalized: BTreeMap<String, String> = BTreeMap::new();
+        for (name, value) in params {
+            let name = name.to_lowercase();
+            if !AUTH_PARAMS.contains(&name.as_str()) {
+                normalized.entry(name).or_insert_with(|| value.clone());
+            }
+        }
+        let mut inner = self.lock();
+        inner.calls.push(Call {
+            command: command.to_string(),
+            params: normalized.clone(),
+        });
+        if let Some(fault) = inner.faults.get_mut(command).and_then(VecDeque::pop_front) {
+            return fault;
+        }
+        let Inner {
+            world, settings, ..
+        } = &mut *inner;
+        match commands::execute(world, settings, command, &normalized) {
+            Some(Ok(body)) => RawResponse { status: 200, body },
+            Some(Err(err)) => RawResponse {
+                status: err.code,
+                body: error_body(&response_key(command), &err),
+            },
+            None => RawResponse {
+                status: 401,
+                body: error_body(
+                    "errorresponse",
+                    &ApiError {
+                        code: 401,
+                        cs_code: None,
+                        text: UNAUTHORIZED_TEXT.to_string(),
+                    },
+                ),
+            },
+        }
+    }
+}
+
+/// A transport that answers from a [`Sim`] in memory, for the `demo` command. It sleeps
+/// for the simulator's latency, so it needs no deadline of its own beyond that.
+#[derive(Clone)]
+pub struct SimTransport(pub std::sync::Arc<Sim>);
+
+impl Transport for SimTransport {
+    fn send(&self, request: ApiRequest) -> TransportFuture<'_> {
+        Box::pin(async move {
+            let latency = self.0.latency();
+            if !latency.is_zero() {
+                tokio::time::sleep(latency).await;
+            }
+            let mut params = BTreeMap::new();
+            for (name, value) in request.params {
+                params.entry(name).or_insert(value);
+            }
+            Ok(self.0.handle(&request.command, &params))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,379 @@
+//! `cks-drift check` end to end: the real binary against the fake CloudStack, real sshd on
+//! CKS's port 2222 and the real kubectl. Upstream's test scenarios as the API shows them.
+
+use std::time::Duration;
+
+use cks_drift::sim::{ClusterSpec, NodeRole, World};
+use cks_drift::time::Timestamp;
+
+use crate::support::cloud::{TestCloud, clusters, mismatches, world_now};
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// A 1 control + 2 worker cluster `web`, with its control node up; plus the cloud.
+async fn one_cluster() -> (TestCloud, String) {
+    let mut world = world_now();
+    let owner = world.admin();
+    let id = world.add_cluster("web", owner, 1, 2, 0);
+    let mut cloud = TestCloud::start(world).await;
+    cloud.control_node(&id).await;
+    (cloud, id)
+}
+
+fn vm_ids(cloud: &TestCloud, cluster_id: &str) -> Vec<String> {
+    cloud
+        .sim()
+        .with_world(|w| w.cluster(cluster_id).unwrap().map.clone())
+}
+
+fn vm_name(cloud: &TestCloud, vm_id: &str) -> String {
+    cloud
+        .sim()
+        .with_world(|w| w.vm(vm_id).unwrap().name.clone())
+}
+
+fn s(v: &str) -> String {
+    v.to_string()
+}
+
+#[tokio::test]
+async fn healthy_cluster_matches() {
+    // Upstream scenario 1.
+    let (cloud, _) = one_cluster().await;
+    let run = cloud.check(&["--no-notify"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.starts_with("cks-drift check at ")
+            && run
+                .stdout
+                .contains(": 1 clusters (1 checked, 0 partial, 0 skipped), 0 mismatches\n"),
+        "{}",
+        run.stdout
+    );
+    // --no-notify neither creates nor locks the state file.
+    assert!(!cloud.state_path().exists());
+    assert!(!cloud.state_path().with_extension("json.lock").exists());
+    // Read only: nothing changed in CloudStack.
+    assert_eq!(cloud.sim().state_changing_calls(), vec![]);
+}
+
+#[tokio::test]
+async fn deleted_map_row_is_an_unmapped_vm() {
+    // Upstream scenario 2: a worker's map row deleted.
+    let (cloud, id) = one_cluster().await;
+    let worker = vm_ids(&cloud, &id)[2].clone();
+    cloud
+        .sim()
+        .with_world(|w| assert!(w.remove_map_row(&id, &worker)));
+    let (run, report) = cloud.check_json(&["--no-notify"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        mismatches(&report),
+        vec![(s("unmapped_vm"), format!("unmapped_vm:{worker}"), None)]
+    );
+    let m = &report["mismatches"][0];
+    let name = vm_name(&cloud, &worker);
+    assert_eq!(m["vm_name"], name.as_str());
+    assert_eq!(m["vm_state"], "Running");
+    assert_eq!(
+        m["reason"],
+        format!("VM {name} ({worker}, Running) is named as a node of Kubernetes cluster web but is not one of its VMs in CloudStack").as_str()
+    );
+    // Its Kubernetes node matches the unmapped VM: no node finding.
+    assert_eq!(clusters(&report), vec![(s("web"), s("checked"), None)]);
+}
+
+#[tokio::test]
+async fn destroyed_then_expunging_mapped_vm() {
+    // Upstream scenario 3 in the forms the API shows: a mapped VM Destroyed, then Expunging.
+    let (cloud, id) = one_cluster().await;
+    let worker = vm_ids(&cloud, &id)[1].clone();
+    cloud
+        .sim()
+        .with_world(|w| w.set_vm_state(&worker, "Destroyed"));
+    let (run, report) = cloud.check_json(&["--no-notify"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        mismatches(&report),
+        vec![(s("mapped_vm"), format!("mapped_vm:{worker}"), None)]
+    );
+    assert!(
+        report["mismatches"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .ends_with("in CloudStack, but is destroyed")
+    );
+    assert_eq!(report["mismatches"][0]["vm_state"], "Destroyed");
+
+    cloud
+        .sim()
+        .with_world(|w| w.set_vm_state(&worker, "Expunging"));
+    let (_, report) = cloud.check_json(&["--no-notify"]).await;
+    assert_eq!(
+        mismatches(&report),
+        vec![(s("mapped_vm"), format!("mapped_vm:{worker}"), None)]
+    );
+    assert!(
+        report["mismatches"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .ends_with("but has been or is being expunged")
+    );
+}
+
+#[tokio::test]
+async fn rows_for_removed_or_unknown_vms_show_nothing_through_the_api() {
+    // Upstream scenario 3's stale rows: one for a VM expunged earlier, one for an id that
+    // never existed. The API drops both rows, so on a cluster whose visible map is complete
+    // they give no finding at all.
+    let mut world = world_now();
+    let owner = world.admin();
+    let id = world.add_cluster("web", owner.clone(), 1, 2, 0);
+    let other = world.add_cluster("old", owner, 1, 1, 0);
+    let gone = world.cluster(&other).unwrap().map[1].clone();
+    world.expunge_vm(&gone);
+    let never = world.fresh_id();
+    world.add_map_row(&id, &gone);
+    world.add_map_row(&id, &never);
+    world.set_cluster_state(&other, "Stopped");
+    let mut cloud = TestCloud::start(world).await;
+    cloud.control_node(&id).await;
+    let (run, report) = cloud.check_json(&["--no-notify"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(mismatches(&report), vec![]);
+    // But a map that shows fewer VMs than the cluster should have is reported.
+    cloud.sim().with_world(|w| w.cluster_mut(&id).size = 3);
+    let (run, report) = cloud.check_json(&["--no-notify"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        mismatches(&report),
+        vec![(s("map_count"), s("map_count:3/4"), None)]
+    );
+}
+
+#[tokio::test]
+async fn stopped_kubelet_is_a_vm_that_is_not_a_node() {
+    // Upstream scenario 4: kubelet stopped and the node deleted from Kubernetes.
+    let (cloud, id) = one_cluster().await;
+    let ids = vm_ids(&cloud, &id);
+    let names: Vec<String> = ids.iter().map(|v| vm_name(&cloud, v)).collect();
+    cloud.node(&id).kube.set_nodes(&[&names[0], &names[1]]);
+    let (run, report) = cloud.check_json(&["--no-notify"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        mismatches(&report),
+        vec![(
+            s("vm_not_a_node"),
+            format!("vm_not_a_node:{}", ids[2]),
+            None
+        )]
+    );
+    assert_eq!(
+        report["mismatches"][0]["reason"],
+        format!("VM {} ({}) of Kubernetes cluster web is running but is not a Kubernetes node of the cluster", names[2], ids[2]).as_str()
+    );
+}
+
+#[tokio::test]
+async fn node_without_vm_and_fqdn_nodes() {
+    let (cloud, id) = one_cluster().await;
+    let names: Vec<String> = vm_ids(&cloud, &id)
+        .iter()
+        .map(|v| vm_name(&cloud, v))
+        .collect();
+    let fqdn = format!("{}.cluster.example", names[1]);
+    cloud
+        .node(&id)
+        .kube
+        .set_nodes(&[&names[0], &fqdn, &names[2], "manual-node"]);
+    let (run, report) = cloud.check_json(&["--no-notify"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        mismatches(&report),
+        vec![(s("node_without_vm"), s("node_without_vm:manual-node"), None)]
+    );
+    assert_eq!(report["mismatches"][0]["node"], "manual-node");
+}
+
+#[tokio::test]
+async fn ssh_failure_compares_vms_only_and_exits_3() {
+    // Upstream scenario 5, first half: SSH broken; the VM side is still compared.
+    let (mut cloud, id) = one_cluster().await;
+    cloud.node_mut(&id).sshd.take().unwrap().stop();
+    let (run, report) = cloud.check_json(&["--no-notify"]).await;
+    assert_eq!(run.code, 3, "{run:?}");
+    let c = &clusters(&report)[0];
+    assert_eq!((c.0.as_str(), c.1.as_str()), ("web", "partial"));
+    let reason = c.2.as_deref().unwrap();
+    assert!(reason.starts_with("nodes not listed: "), "{reason}");
+    assert!(reason.contains(&cloud.node(&id).ip.to_string()), "{reason}");
+    // And with a VM-side drift, it is found all the same.
+    let worker = vm_ids(&cloud, &id)[2].clone();
+    cloud.sim().with_world(|w| w.remove_map_row(&id, &worker));
+    let (run, report) = cloud.check_json(&["--no-notify"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        mismatches(&report),
+        vec![(s("unmapped_vm"), format!("unmapped_vm:{worker}"), None)]
+    );
+}
+
+#[tokio::test]
+async fn kubectl_failure_is_named_in_the_report() {
+    let (mut cloud, id) = one_cluster().await;
+    cloud.node_mut(&id).kube.stop().await;
+    let run = cloud.check(&["--no-notify"]).await;
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(
+        run.stdout.contains("  partial  web (") && run.stdout.contains("refused"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[tokio::test]
+async fn cluster_mid_operation_is_skipped_and_young_strays_wait() {
+    // Upstream scenario 7: a cluster in Scaling is skipped; a stray VM named as a node is not
+    // reported within its grace period.
+    let mut world = world_now();
+    let owner = world.admin();
+    let scaling = world.add_cluster("ci", owner.clone(), 1, 1, 0);
+    world.set_cluster_state(&scaling, "Scaling");
+    let running = world.add_cluster("web", owner.clone(), 1, 1, 0);
+    let stray = world.add_node_vm(&running, NodeRole::Worker, false);
+    let external = world.add_cluster_with(ClusterSpec {
+        clustertype: Some("ExternalManaged".into()),
+        ..ClusterSpec::new("ext", owner, 1, 1, 0)
+    });
+    let _ = external;
+    let mut cloud = TestCloud::start(world).await;
+    cloud.control_node(&running).await;
+    let (run, report) = cloud.check_json(&["--no-notify"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        clusters(&report),
+        vec![
+            (
+                s("ci"),
+                s("skipped"),
+                Some(s(
+                    "state Scaling: only Running and Alert clusters are checked"
+                ))
+            ),
+            (s("web"), s("checked"), None),
+            (
+                s("ext"),
+                s("skipped"),
+                Some(s(
+                    "ExternalManaged cluster: its VMs are not managed by CloudStack"
+                ))
+            ),
+        ]
+    );
+    // 20 minutes later (its creation moved back), the stray is reported.
+    cloud.sim().with_world(|w| {
+        w.vm_mut(&stray).created = Timestamp::now().minus(Duration::from_secs(20 * 60))
+    });
+    let (run, report) = cloud.check_json(&["--no-notify"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        mismatches(&report),
+        vec![(s("unmapped_vm"), format!("unmapped_vm:{stray}"), None)]
+    );
+}
+
+#[tokio::test]
+async fn vms_of_similar_clusters_and_other_owners_are_not_taken() {
+    // web-2 and webapp are other clusters; a VM named like web's in another account is not
+    // web's either.
+    let mut world = world_now();
+    let admin = world.admin();
+    let web = world.add_cluster("web", admin.clone(), 1, 1, 0);
+    let web2 = world.add_cluster("web-2", admin.clone(), 1, 1, 0);
+    let webapp = world.add_cluster("webapp", admin, 1, 1, 0);
+    for c in [&web2, &webapp] {
+        world.set_cluster_state(c, "Stopped");
+    }
+    let domain = world.root_domain_id().to_string();
+    let other = world.add_account("other", &domain);
+    let prefix = world.cluster(&web).unwrap().name.clone();
+    let foreign = world.add_vm(&format!("{prefix}-node-1a2c0000000"), other, None);
+    world.vm_mut(&foreign).created = Timestamp::now().minus(HOUR);
+    let mut cloud = TestCloud::start(world).await;
+    cloud.control_node(&web).await;
+    let (run, report) = cloud.check_json(&["--no-notify"]).await;
+    assert_eq!(run.code, 0, "{run:?} {report}");
+}
+
+#[tokio::test]
+async fn project_clusters_are_seen_and_etcd_vms_are_not_nodes() {
+    let mut world: World = world_now();
+    let project = world.add_project("team");
+    let id = world.add_cluster("proj", project, 1, 1, 1);
+    let mut cloud = TestCloud::start(world).await;
+    cloud.control_node(&id).await;
+    let (run, report) = cloud.check_json(&["--no-notify"]).await;
+    assert_eq!(run.code, 0, "{run:?} {report}");
+    assert_eq!(clusters(&report), vec![(s("proj"), s("checked"), None)]);
+}
+
+#[tokio::test]
+async fn shared_network_with_one_control_node_uses_port_22() {
+    let mut world = world_now();
+    let owner = world.admin();
+    let id = world.add_cluster_with(ClusterSpec {
+        layout: cks_drift::sim::NetworkLayout::Shared,
+        ..ClusterSpec::new("flat", owner, 1, 1, 0)
+    });
+    let mut cloud = TestCloud::start(world).await;
+    cloud.control_node(&id).await;
+    // The control node listens on 2222 only: on a Shared network CKS (and cks-drift) use 22.
+    let run = cloud.check(&["--no-notify"]).await;
+    assert_eq!(run.code, 3, "{run:?}");
+    let reason = format!("{}:22", cloud.node(&id).ip);
+    assert!(run.stdout.contains(&reason), "{}", run.stdout);
+}
+
+#[tokio::test]
+async fn login_user_falls_back_to_ssh_user() {
+    let (cloud, id) = one_cluster().await;
+    let first = vm_ids(&cloud, &id)[0].clone();
+    cloud.sim().with_world(|w| {
+        w.vm_mut(&first).details.remove("controlNodeLoginUser");
+    });
+    // ssh.user is "nobody-fallback" in the test config: authentication fails naming it.
+    let run = cloud.check(&["--no-notify"]).await;
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(run.stdout.contains("nobody-fallback"), "{}", run.stdout);
+}
+
+#[tokio::test]
+async fn bad_credentials_and_unreachable_api_exit_2() {
+    let (cloud, _) = one_cluster().await;
+    let config = cloud.write_config();
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace(crate::support::cloud::SECRET_KEY, "wrong");
+    std::fs::write(&config, text).unwrap();
+    let out = tokio::process::Command::new(crate::support::cloud::binary())
+        .args(["check", "--no-notify", "-c"])
+        .arg(&config)
+        .output()
+        .await
+        .unwrap();
+    let run = crate::support::cloud::Run::from(out);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert_eq!(run.stdout, "");
+    assert!(
+        run.stderr.contains("HTTP 401") || run.stderr.contains("401"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("listKubernetesClusters")
+            || run.stderr.contains("listVirtualMachines")
+            || run.stderr.contains("listNetworks"),
+        "{}",
+        run.stderr
+    );
+}

@@ -1,0 +1,302 @@
+//! A whole test cloud: the simulated CloudStack behind the fake HTTP API, one real sshd per
+//! control node on its own loopback address at CKS's port 2222, the real kubectl against a
+//! fake Kubernetes API per cluster, a config file, and a way to run the real binary.
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::Arc;
+
+use cks_drift::sim::{Sim, World};
+use cks_drift::time::Timestamp;
+use tempfile::TempDir;
+
+use crate::support::fake_cloudstack::FakeCloudStack;
+use crate::support::kube_api::FakeKubeApi;
+use crate::support::sshd::{Sshd, fresh_loopback};
+
+pub const API_KEY: &str = "it-api-key";
+pub const SECRET_KEY: &str = "it-secret-key/+=";
+
+/// One cluster's control node: its sshd and its Kubernetes API.
+pub struct ControlNode {
+    pub ip: Ipv4Addr,
+    pub sshd: Option<Sshd>,
+    pub kube: FakeKubeApi,
+    pub command: String,
+}
+
+pub struct TestCloud {
+    pub dir: TempDir,
+    pub api: FakeCloudStack,
+    pub nodes: Vec<(String, ControlNode)>,
+    /// Extra TOML appended to the generated config (later keys are not allowed to repeat,
+    /// so use `set` for the tables the harness writes).
+    pub extra: String,
+    pub grace_period: String,
+}
+
+impl TestCloud {
+    /// A cloud over `world`; call `control_node` for every cluster whose nodes are listed.
+    pub async fn start(world: World) -> TestCloud {
+        let sim = Arc::new(Sim::new(world));
+        // Keep async jobs quick: the client polls every 2 s by default, the sim answers at once.
+        let api = FakeCloudStack::start(sim, API_KEY, SECRET_KEY).await;
+        TestCloud {
+            dir: tempfile::tempdir().expect("temp dir"),
+            api,
+            nodes: Vec::new(),
+            extra: String::new(),
+            grace_period: "15m".into(),
+        }
+    }
+
+    pub fn sim(&self) -> &Arc<Sim> {
+        self.api.sim()
+    }
+
+    /// Gives the cluster a control node reachable like CKS reaches it: its `endpoint` host on
+    /// a fresh loopback address, sshd on port 2222 there, login user `root` (the
+    /// `controlNodeLoginUser` detail of its first mapped VM), and a Kubernetes API that lists
+    /// every mapped VM as a node.
+    pub async fn control_node(&mut self, cluster_id: &str) {
+        let ip = fresh_loopback();
+        let names: Vec<String> = self.sim().with_world(|w| {
+            let c = w.cluster_mut(cluster_id);
+            c.endpoint = format!("https://{ip}:6443/");
+            let map = c.map.clone();
+            if let Some(first) = map.first() {
+                w.vm_mut(first)
+                    .details
+                    .insert("controlNodeLoginUser".into(), "root".into());
+            }
+            map.iter()
+                .filter_map(|id| w.vm(id))
+                .filter(|vm| vm.isetcdnode != Some(true) && !vm.removed)
+                .map(|vm| vm.name.to_lowercase())
+                .collect()
+        });
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let kube = FakeKubeApi::start(&refs).await;
+        let sshd = Sshd::start_at(ip, 2222);
+        // One client key for every control node: the first sshd's, kept in the cloud's folder
+        // so it outlives that sshd.
+        let key = self.dir.path().join("client_key");
+        if !key.exists() {
+            std::fs::copy(sshd.client_key(), &key).unwrap();
+            std::fs::copy(
+                sshd.client_key().with_extension("pub"),
+                key.with_extension("pub"),
+            )
+            .unwrap();
+        }
+        sshd.authorize(&key.with_extension("pub"));
+        let node_dir = self.dir.path().join(format!("node-{ip}"));
+        std::fs::create_dir_all(&node_dir).unwrap();
+        let kubeconfig = kube.write_kubeconfig(&node_dir);
+        let command = format!(
+            "sudo -n /usr/bin/kubectl --kubeconfig {} --cache-dir {} get nodes -o name",
+            kubeconfig.display(),
+            node_dir.join("cache").display()
+        );
+        self.nodes.push((
+            cluster_id.to_string(),
+            ControlNode {
+                ip,
+                sshd: Some(sshd),
+                kube,
+                command,
+            },
+        ));
+    }
+
+    pub fn node(&self, cluster_id: &str) -> &ControlNode {
+        &self
+            .nodes
+            .iter()
+            .find(|(id, _)| id == cluster_id)
+            .expect("control node")
+            .1
+    }
+
+    pub fn node_mut(&mut self, cluster_id: &str) -> &mut ControlNode {
+        &mut self
+            .nodes
+            .iter_mut()
+            .find(|(id, _)| id == cluster_id)
+            .expect("control node")
+            .1
+    }
+
+    pub fn state_path(&self) -> PathBuf {
+        self.dir.path().join("state/state.json")
+    }
+
+    pub fn event_log(&self) -> PathBuf {
+        self.dir.path().join("state/events.jsonl")
+    }
+
+    pub fn event_lines(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.event_log())
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("event line is JSON"))
+            .collect()
+    }
+
+    /// Writes the config and returns its path. Every control node uses the same client key
+    /// (each test sshd authorizes its own; the first one's key is authorized on the others).
+    pub fn write_config(&self) -> PathBuf {
+        let key = self.client_key();
+        // One command for all clusters: each control node's kubeconfig differs, so the
+        // command reads the kubeconfig of the node it runs on, chosen by the address sshd
+        // accepted the connection on.
+        let command = self.dispatch_command();
+        let text = format!(
+            r#"[cloudstack]
+url = "{url}"
+api_key = "{API_KEY}"
+secret_key = "{SECRET_KEY}"
+timeout = "5s"
+
+[ssh]
+private_key = "{key}"
+user = "nobody-fallback"
+known_hosts = "{known_hosts}"
+host_key_policy = "accept-new"
+connect_timeout = "3s"
+command_timeout = "10s"
+command = "{command}"
+
+[check]
+grace_period = "{grace}"
+concurrency = 4
+
+[state]
+path = "{state}"
+
+[http]
+listen = ""
+
+{extra}"#,
+            url = self.api.url(),
+            key = key.display(),
+            known_hosts = self.dir.path().join("known_hosts").display(),
+            state = self.state_path().display(),
+            grace = self.grace_period,
+            extra = self.extra,
+        );
+        let path = self.dir.path().join("cks-drift.toml");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn client_key(&self) -> PathBuf {
+        self.dir.path().join("client_key")
+    }
+
+    /// A script that runs the kubectl command of the control node whose address the SSH
+    /// connection came in on (`$SSH_CONNECTION`'s third field).
+    fn dispatch_command(&self) -> String {
+        let script = self.dir.path().join("list-nodes.sh");
+        let mut body = String::from(
+            "#!/bin/sh\nset -e\ncase \"$(echo $SSH_CONNECTION | cut -d' ' -f3)\" in\n",
+        );
+        for (_, n) in &self.nodes {
+            body.push_str(&format!("  {}) exec {} ;;\n", n.ip, n.command));
+        }
+        body.push_str("  *) echo \"no control node at $SSH_CONNECTION\" >&2; exit 3 ;;\nesac\n");
+        std::fs::write(&script, body).unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        script.display().to_string()
+    }
+
+    /// Runs `cks-drift check` with these arguments (after `-c <config>`).
+    pub async fn check(&self, args: &[&str]) -> Run {
+        let config = self.write_config();
+        let output = tokio::process::Command::new(binary())
+            .arg("check")
+            .arg("-c")
+            .arg(&config)
+            .args(args)
+            .env_remove("RUST_LOG")
+            .output()
+            .await
+            .expect("run cks-drift");
+        Run::from(output)
+    }
+
+    /// `check --format json` and its parsed report.
+    pub async fn check_json(&self, extra: &[&str]) -> (Run, serde_json::Value) {
+        let mut args = vec!["--format", "json"];
+        args.extend_from_slice(extra);
+        let run = self.check(&args).await;
+        let json = serde_json::from_str(&run.stdout)
+            .unwrap_or_else(|e| panic!("report is not JSON ({e}): {run:?}"));
+        (run, json)
+    }
+}
+
+/// The built binary.
+pub fn binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_cks-drift"))
+}
+
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl From<Output> for Run {
+    fn from(o: Output) -> Self {
+        Run {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
+/// A world whose clock is now (the binary compares with the real clock).
+pub fn world_now() -> World {
+    World::new(Timestamp::now())
+}
+
+/// `(kind, key, new)` of each mismatch in a JSON report.
+pub fn mismatches(report: &serde_json::Value) -> Vec<(String, String, Option<bool>)> {
+    report["mismatches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["kind"].as_str().unwrap().to_string(),
+                m["key"].as_str().unwrap().to_string(),
+                m["new"].as_bool(),
+            )
+        })
+        .collect()
+}
+
+/// `(name, status, reason)` of each cluster in a JSON report.
+pub fn clusters(report: &serde_json::Value) -> Vec<(String, String, Option<String>)> {
+    report["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_string(),
+                c["status"].as_str().unwrap().to_string(),
+                c["reason"].as_str().map(str::to_string),
+            )
+        })
+        .collect()
+}
+
+pub fn path_str(p: &Path) -> String {
+    p.display().to_string()
+}
