@@ -2,6 +2,7 @@
 //! kubectl against a small fake Kubernetes API.
 
 mod check;
+mod daemon;
 mod fake_cloudstack;
 mod ssh;
 mod support;
