@@ -77,7 +77,17 @@ struct Daemon {
 impl Daemon {
     /// Starts `cks-drift run -c config` with a notify socket in `dir`, and waits for READY=1.
     async fn start(dir: &Path, config: &Path, port: u16) -> Daemon {
-        let mut daemon = Daemon::spawn(dir, config, port);
+        Daemon::start_with(dir, config, port, None).await
+    }
+
+    /// Like `start`, with systemd's watchdog period in `WATCHDOG_USEC` when given.
+    async fn start_with(
+        dir: &Path,
+        config: &Path,
+        port: u16,
+        watchdog: Option<Duration>,
+    ) -> Daemon {
+        let mut daemon = Daemon::spawn(dir, config, port, watchdog);
         let started = Instant::now();
         while !daemon.notes().iter().any(|n| n.starts_with("READY=1\n")) {
             if let Some(status) = daemon.child.try_wait().unwrap() {
@@ -91,7 +101,7 @@ impl Daemon {
         daemon
     }
 
-    fn spawn(dir: &Path, config: &Path, port: u16) -> Daemon {
+    fn spawn(dir: &Path, config: &Path, port: u16, watchdog: Option<Duration>) -> Daemon {
         let socket_path = dir.join("notify.sock");
         let _ = std::fs::remove_file(&socket_path);
         let socket = UnixDatagram::bind(&socket_path).expect("bind the notify socket");
@@ -105,12 +115,18 @@ impl Daemon {
             }
         });
         let stderr = dir.join("daemon.log");
-        let child = Command::new(binary())
+        let mut command = Command::new(binary());
+        command
+            .env_remove("WATCHDOG_USEC")
+            .env_remove("WATCHDOG_PID");
+        if let Some(period) = watchdog {
+            command.env("WATCHDOG_USEC", period.as_micros().to_string());
+        }
+        let child = command
             .arg("run")
             .arg("-c")
             .arg(config)
             .env_remove("RUST_LOG")
-            .env_remove("WATCHDOG_USEC")
             .env("NOTIFY_SOCKET", &socket_path)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -137,6 +153,10 @@ impl Daemon {
     /// The datagrams received on the notify socket so far.
     fn notes(&self) -> Vec<String> {
         self.notes.lock().unwrap().clone()
+    }
+
+    fn watchdog_pings(&self) -> usize {
+        self.notes().iter().filter(|n| *n == "WATCHDOG=1\n").count()
     }
 
     fn signal(&self, name: &str) {
@@ -372,6 +392,8 @@ async fn runs_every_interval_alerts_a_new_drift_once_and_stops_cleanly() {
         Some("READY=1\nSTATUS=waiting for the first cycle\n")
     );
     assert_eq!(notes.last().map(String::as_str), Some("STOPPING=1\n"));
+    // Without WATCHDOG_USEC there is no watchdog to ping.
+    assert_eq!(daemon.watchdog_pings(), 0);
 }
 
 #[tokio::test]
@@ -516,7 +538,8 @@ async fn sigterm_mid_cycle_exits_0_with_a_valid_state_file() {
     );
     let port = free_port();
     let (config, _) = daemon_config(&cloud, port, "interval = \"1s\"", Some(&wrapper));
-    let mut daemon = Daemon::start(dir, &config, port).await;
+    let watchdog = Some(Duration::from_millis(400));
+    let mut daemon = Daemon::start_with(dir, &config, port, watchdog).await;
     daemon
         .wait_until("a cycle", || async { daemon.ok_cycles().await >= 1.0 })
         .await;
@@ -527,6 +550,20 @@ async fn sigterm_mid_cycle_exits_0_with_a_valid_state_file() {
             std::fs::read_to_string(&trace).unwrap().lines().count() > listed
         })
         .await;
+    // The watchdog is pinged (every 200 ms) while the cycle hangs.
+    let pings = daemon.watchdog_pings();
+    daemon
+        .wait_until("watchdog pings during the hang", || async {
+            daemon.watchdog_pings() >= pings + 3
+        })
+        .await;
+    let cycles = daemon.metrics().await;
+    assert_eq!(
+        sample(&cycles, "cks_drift_cycles_total{outcome=\"ok\"}")
+            + sample(&cycles, "cks_drift_cycles_total{outcome=\"failed\"}"),
+        (listed as f64),
+        "no cycle ended during the hang"
+    );
     daemon.signal("TERM");
     let status = daemon.exit().await;
     assert_eq!(status.code(), Some(0), "log:\n{}", daemon.log());
