@@ -474,12 +474,12 @@ async fn sighup_reloads_refuses_a_bad_config_and_turns_checking_off_and_on() {
         })
         .await;
 
-    // check.enabled = false: no API list call and no SSH session any more.
-    std::fs::write(
-        &config,
-        text.replace("interval = \"1s\"", "interval = \"1s\"\nenabled = false"),
-    )
-    .unwrap();
+    // check.enabled = false: no API list call and no SSH session any more. The endpoint's
+    // address cannot change without a restart: it stays where it is.
+    let moved = text
+        .replace("interval = \"1s\"", "interval = \"1s\"\nenabled = false")
+        .replace(&format!(":{port}\""), &format!(":{}\"", free_port()));
+    std::fs::write(&config, moved).unwrap();
     daemon.signal("HUP");
     daemon
         .wait_until("checking off", || async {
@@ -499,6 +499,11 @@ async fn sighup_reloads_refuses_a_bad_config_and_turns_checking_off_and_on() {
     assert_eq!(
         (status, body.as_str()),
         (200, "ok: checking is disabled (check.enabled = false)\n")
+    );
+    assert!(
+        daemon
+            .log()
+            .contains("http.listen cannot change while running; restart to use the new address")
     );
     assert!(
         daemon
