@@ -12,7 +12,7 @@ use cks_drift::state::step::marker;
 use tokio::net::UnixDatagram;
 use tokio::task::JoinHandle;
 
-use crate::support::cloud::{TestCloud, binary, world_now};
+use crate::support::cloud::{API_KEY, SECRET_KEY, TestCloud, binary, world_now};
 use crate::support::sshd::free_port;
 
 /// Deadline for anything the daemon should do within a few cycles.
@@ -597,7 +597,9 @@ async fn sigterm_mid_cycle_exits_0_with_a_valid_state_file() {
 async fn healthz_turns_503_when_cycles_keep_failing() {
     let (cloud, _) = one_cluster().await;
     let port = free_port();
-    let (config, _) = daemon_config(&cloud, port, "interval = \"1s\"", None);
+    let (config, text) = daemon_config(&cloud, port, "interval = \"1s\"", None);
+    // Logs as JSON lines, for journald and log shippers.
+    std::fs::write(&config, text + "\n[log]\nformat = \"json\"\n").unwrap();
     let mut daemon = Daemon::start(cloud.dir.path(), &config, port).await;
     daemon
         .wait_until("a successful cycle", || async {
@@ -645,6 +647,30 @@ async fn healthz_turns_503_when_cycles_keep_failing() {
     );
     daemon.signal("INT");
     assert_eq!(daemon.exit().await.code(), Some(0));
+
+    let log = daemon.log();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let warning = lines
+        .iter()
+        .find(|l| l["message"] == "the cycle failed; the next one runs at the next interval")
+        .unwrap_or_else(|| panic!("{log}"));
+    assert_eq!(warning["level"], "WARN");
+    assert!(
+        warning["error"]
+            .as_str()
+            .unwrap()
+            .contains("the database is down")
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["message"] == "stop requested" && l["signal"] == "SIGINT")
+    );
+    // The keys never reach the log.
+    assert!(!log.contains(API_KEY) && !log.contains(SECRET_KEY));
 }
 
 #[tokio::test]
