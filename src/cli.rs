@@ -49,6 +49,13 @@ pub enum Command {
         #[arg(long)]
         no_notify: bool,
     },
+    /// Run as a service: a check every check.interval, /metrics and /healthz, reload on
+    /// SIGHUP, stop on SIGTERM or SIGINT.
+    Run {
+        /// The config file.
+        #[arg(short, long, default_value = "/etc/cks-drift/cks-drift.toml")]
+        config: PathBuf,
+    },
 }
 
 /// Runs the command line and returns the process exit code.
@@ -59,6 +66,14 @@ pub async fn main(cli: Cli) -> i32 {
             format,
             no_notify,
         } => check(&config, format, no_notify).await,
+        Command::Run { config } => {
+            // The one shutdown token of the service; SIGTERM and SIGINT cancel it.
+            let shutdown = tokio_util::sync::CancellationToken::new();
+            match crate::daemon::run(&config, shutdown).await {
+                Ok(()) => 0,
+                Err(e) => fail(error_chain(&e)),
+            }
+        }
     }
 }
 

@@ -48,7 +48,7 @@ pub async fn deliver(
     api: &Client,
     settings: &DeliverySettings,
     state: &mut State,
-    save: &mut dyn FnMut(&State),
+    save: &mut (dyn FnMut(&State) + Send),
 ) -> DeliveryCounts {
     let mut counts = DeliveryCounts::new();
     let mut blocked: HashSet<String> = HashSet::new();

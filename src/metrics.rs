@@ -1,0 +1,395 @@
+//! The Prometheus metrics of `cks-drift run`: one struct of typed handles, updated by the
+//! daemon after each tick and rendered by hand in the classic text exposition format 0.0.4,
+//! the format Debian 12's `promtool check metrics` reads (the OpenMetrics text of the
+//! `prometheus-client` crate fails it).
+//!
+//! No global registry: the daemon owns one `Metrics` and shares it with the HTTP endpoint.
+//! Serving it belongs to `daemon::http`; what a cycle found is decided by `cycle` and the
+//! dedupe, not here.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::cloudstack::client::Client;
+use crate::cycle::ClusterStatus;
+use crate::diff::MismatchKind;
+use crate::engine::Tick;
+
+/// The `Content-Type` of the exposition.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// How a tick ended, the label of `cks_drift_cycles_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CycleOutcome {
+    /// The cycle ran and the state was written.
+    Ok,
+    /// The cycle could not run (an API list failed), or the state could not be written.
+    Failed,
+}
+
+impl CycleOutcome {
+    pub const ALL: [CycleOutcome; 2] = [CycleOutcome::Ok, CycleOutcome::Failed];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CycleOutcome::Ok => "ok",
+            CycleOutcome::Failed => "failed",
+        }
+    }
+
+    /// The outcome of a tick.
+    pub fn of(tick: &Tick) -> CycleOutcome {
+        if tick.report.is_ok() && tick.state_error.is_none() {
+            CycleOutcome::Ok
+        } else {
+            CycleOutcome::Failed
+        }
+    }
+}
+
+const CLUSTER_STATUSES: [ClusterStatus; 3] = [
+    ClusterStatus::Checked,
+    ClusterStatus::Partial,
+    ClusterStatus::Skipped,
+];
+
+/// The labels `NodeListError::reason` (and the cycle's `internal`) give; present from the
+/// start so that a rate over them never starts from a missing series.
+const SSH_REASONS: [&str; 7] = [
+    "auth", "command", "connect", "host_key", "internal", "output", "timeout",
+];
+
+/// Delivery channels and outcomes, as `notify::deliver` counts them.
+const CHANNELS: [&str; 3] = ["alert", "annotation", "event_log"];
+const DELIVERY_OUTCOMES: [&str; 2] = ["delivered", "failed"];
+
+/// The labelled families, behind one lock.
+struct Families {
+    cycles: BTreeMap<CycleOutcome, u64>,
+    /// Indexed like `CLUSTER_STATUSES`.
+    clusters: [u64; 3],
+    open_mismatches: BTreeMap<MismatchKind, u64>,
+    ssh_failures: BTreeMap<&'static str, u64>,
+    notifications: BTreeMap<(&'static str, &'static str), u64>,
+}
+
+/// `cks_drift_api_requests_total`, fed by the client's cumulative counts. A reload builds a
+/// new client whose counts start again at zero, so the totals are kept here and only the
+/// growth since the last look is added.
+#[derive(Default)]
+struct ApiRequests {
+    client: Option<Arc<Client>>,
+    seen: BTreeMap<(String, &'static str), u64>,
+    totals: BTreeMap<(String, &'static str), u64>,
+}
+
+impl ApiRequests {
+    fn sync(&mut self) {
+        let Some(client) = &self.client else { return };
+        for (command, outcome, count) in client.stats() {
+            let key = (command, outcome);
+            let seen = self.seen.entry(key.clone()).or_default();
+            let growth = count.saturating_sub(*seen);
+            *seen = count;
+            *self.totals.entry(key).or_default() += growth;
+        }
+    }
+}
+
+/// Every metric of the daemon.
+pub struct Metrics {
+    check_enabled: AtomicBool,
+    notifications_pending: AtomicU64,
+    /// `f64` bits; NaN until the first tick ends.
+    cycle_duration: AtomicU64,
+    /// `f64` bits of Unix seconds; 0 until a cycle succeeds.
+    last_success: AtomicU64,
+    families: Mutex<Families>,
+    api: Mutex<ApiRequests>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves plain counters behind: still usable.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Metrics {
+    pub fn new(check_enabled: bool) -> Metrics {
+        let families = Families {
+            cycles: CycleOutcome::ALL.iter().map(|&o| (o, 0)).collect(),
+            clusters: [0; 3],
+            open_mismatches: MismatchKind::ALL.iter().map(|&k| (k, 0)).collect(),
+            ssh_failures: SSH_REASONS.iter().map(|&r| (r, 0)).collect(),
+            notifications: CHANNELS
+                .iter()
+                .flat_map(|&c| DELIVERY_OUTCOMES.iter().map(move |&o| ((c, o), 0)))
+                .collect(),
+        };
+        Metrics {
+            check_enabled: AtomicBool::new(check_enabled),
+            notifications_pending: AtomicU64::new(0),
+            cycle_duration: AtomicU64::new(f64::NAN.to_bits()),
+            last_success: AtomicU64::new(0f64.to_bits()),
+            families: Mutex::new(families),
+            api: Mutex::new(ApiRequests::default()),
+        }
+    }
+
+    pub fn set_check_enabled(&self, enabled: bool) {
+        self.check_enabled.store(enabled, Ordering::Relaxed);
+    }
+
+    /// Counts the API requests of `client` from now on (what an earlier client counted
+    /// is kept).
+    pub fn track_api_client(&self, client: Arc<Client>) {
+        let mut api = lock(&self.api);
+        api.sync();
+        api.client = Some(client);
+        api.seen.clear();
+        // Whatever the new client counted before it was tracked belongs to these totals too.
+        api.sync();
+    }
+
+    /// Records a finished tick that took `duration` and ended at `finished`.
+    pub fn record_tick(&self, tick: &Tick, duration: Duration, finished: SystemTime) {
+        let outcome = CycleOutcome::of(tick);
+        self.cycle_duration
+            .store(duration.as_secs_f64().to_bits(), Ordering::Relaxed);
+        self.notifications_pending
+            .store(tick.pending as u64, Ordering::Relaxed);
+        if outcome == CycleOutcome::Ok {
+            let secs = finished
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_secs_f64();
+            self.last_success.store(secs.to_bits(), Ordering::Relaxed);
+        }
+        let mut f = lock(&self.families);
+        *f.cycles.entry(outcome).or_default() += 1;
+        for (&(channel, result), &n) in &tick.delivered {
+            *f.notifications.entry((channel, result)).or_default() += n;
+        }
+        // A failed cycle saw nothing: the gauges keep what the last cycle that ran saw.
+        let Ok(report) = &tick.report else { return };
+        f.clusters = CLUSTER_STATUSES
+            .map(|s| report.clusters.iter().filter(|c| c.status == s).count() as u64);
+        for count in f.open_mismatches.values_mut() {
+            *count = 0;
+        }
+        for m in report.clusters.iter().flat_map(|c| &c.mismatches) {
+            *f.open_mismatches.entry(m.kind).or_default() += 1;
+        }
+        for reason in report.clusters.iter().filter_map(|c| c.node_failure) {
+            *f.ssh_failures.entry(reason).or_default() += 1;
+        }
+    }
+
+    /// The exposition, classic text format 0.0.4.
+    pub fn render(&self) -> String {
+        let api_totals = {
+            let mut api = lock(&self.api);
+            api.sync();
+            api.totals.clone()
+        };
+        let f = lock(&self.families);
+        let mut out = String::new();
+
+        header(
+            &mut out,
+            "cks_drift_check_enabled",
+            "gauge",
+            "1 while checking is on (check.enabled), 0 while it is off.",
+        );
+        let enabled = u64::from(self.check_enabled.load(Ordering::Relaxed));
+        sample(&mut out, "cks_drift_check_enabled", &[], enabled);
+
+        header(
+            &mut out,
+            "cks_drift_cycles_total",
+            "counter",
+            "Check cycles by outcome: ok, or failed (the API could not be listed or the state file not written).",
+        );
+        for (outcome, n) in &f.cycles {
+            sample(
+                &mut out,
+                "cks_drift_cycles_total",
+                &[("outcome", outcome.as_str())],
+                n,
+            );
+        }
+
+        header(
+            &mut out,
+            "cks_drift_cycle_duration_seconds",
+            "gauge",
+            "Duration of the last cycle: checking, writing the state and delivering notifications.",
+        );
+        let duration = f64::from_bits(self.cycle_duration.load(Ordering::Relaxed));
+        if !duration.is_nan() {
+            sample(
+                &mut out,
+                "cks_drift_cycle_duration_seconds",
+                &[],
+                Float(duration),
+            );
+        }
+
+        header(
+            &mut out,
+            "cks_drift_last_success_timestamp_seconds",
+            "gauge",
+            "Unix time at which the last successful cycle ended; 0 before the first.",
+        );
+        let last = f64::from_bits(self.last_success.load(Ordering::Relaxed));
+        sample(
+            &mut out,
+            "cks_drift_last_success_timestamp_seconds",
+            &[],
+            Float(last),
+        );
+
+        header(
+            &mut out,
+            "cks_drift_clusters",
+            "gauge",
+            "Kubernetes clusters in the last cycle that ran, by status: checked, partial (nodes not listed) or skipped.",
+        );
+        for (status, n) in CLUSTER_STATUSES.iter().zip(f.clusters) {
+            sample(
+                &mut out,
+                "cks_drift_clusters",
+                &[("status", status.as_str())],
+                n,
+            );
+        }
+
+        header(
+            &mut out,
+            "cks_drift_open_mismatches",
+            "gauge",
+            "Mismatches open after the last cycle that ran, by kind.",
+        );
+        for (kind, n) in &f.open_mismatches {
+            sample(
+                &mut out,
+                "cks_drift_open_mismatches",
+                &[("kind", kind.as_str())],
+                n,
+            );
+        }
+
+        header(
+            &mut out,
+            "cks_drift_api_requests_total",
+            "counter",
+            "CloudStack API HTTP requests (retries included) by command and outcome: ok, error (an answer such as 431 or 401) or transient (retried).",
+        );
+        for ((command, outcome), n) in &api_totals {
+            sample(
+                &mut out,
+                "cks_drift_api_requests_total",
+                &[("command", command), ("outcome", outcome)],
+                n,
+            );
+        }
+
+        header(
+            &mut out,
+            "cks_drift_ssh_failures_total",
+            "counter",
+            "Node listings over SSH that failed, by reason.",
+        );
+        for (reason, n) in &f.ssh_failures {
+            sample(
+                &mut out,
+                "cks_drift_ssh_failures_total",
+                &[("reason", reason)],
+                n,
+            );
+        }
+
+        header(
+            &mut out,
+            "cks_drift_notifications_total",
+            "counter",
+            "Notification deliveries by channel (alert, annotation, event_log) and outcome (delivered, failed).",
+        );
+        for ((channel, result), n) in &f.notifications {
+            sample(
+                &mut out,
+                "cks_drift_notifications_total",
+                &[("channel", channel), ("outcome", result)],
+                n,
+            );
+        }
+
+        header(
+            &mut out,
+            "cks_drift_notifications_pending",
+            "gauge",
+            "Notifications queued in the state file after the last cycle, waiting to be delivered.",
+        );
+        let pending = self.notifications_pending.load(Ordering::Relaxed);
+        sample(&mut out, "cks_drift_notifications_pending", &[], pending);
+        out
+    }
+}
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {}", escape_help(help));
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: impl std::fmt::Display) {
+    out.push_str(name);
+    if !labels.is_empty() {
+        out.push('{');
+        for (i, (label, value)) in labels.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let _ = write!(out, "{label}=\"{}\"", escape_label_value(value));
+        }
+        out.push('}');
+    }
+    let _ = writeln!(out, " {value}");
+}
+
+/// A sample value as the text format spells it (`+Inf`, `-Inf`, `NaN`).
+struct Float(f64);
+
+impl std::fmt::Display for Float {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            v if v.is_nan() => f.write_str("NaN"),
+            v if v == f64::INFINITY => f.write_str("+Inf"),
+            v if v == f64::NEG_INFINITY => f.write_str("-Inf"),
+            v => write!(f, "{v}"),
+        }
+    }
+}
+
+/// Label values escape backslash, double quote and line feed.
+pub fn escape_label_value(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// HELP text escapes backslash and line feed.
+fn escape_help(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests;
