@@ -364,15 +364,35 @@ async fn bad_credentials_and_unreachable_api_exit_2() {
     let run = crate::support::cloud::Run::from(out);
     assert_eq!(run.code, 2, "{run:?}");
     assert_eq!(run.stdout, "");
-    assert!(
-        run.stderr.contains("HTTP 401") || run.stderr.contains("401"),
-        "{}",
-        run.stderr
+    assert_eq!(
+        run.stderr.trim_end(),
+        format!(
+            "cks-drift: cannot list Kubernetes clusters: cloudstack at {} refused listKubernetesClusters with HTTP 401 (unable to verify user credentials and/or request signature); this means a wrong API key or secret key, an expired request (clock skew between this host and the management server), a disabled account or user, or a command the key's role may not call",
+            cloud.api.url()
+        )
     );
+    assert_eq!(
+        cloud.sim().calls().len(),
+        0,
+        "rejected requests never reach CloudStack's commands"
+    );
+
+    // Nothing listens: exit 2 naming the URL.
+    let url = cloud.api.url();
+    let TestCloud { dir: _dir, api, .. } = cloud;
+    drop(api);
+    let out = tokio::process::Command::new(crate::support::cloud::binary())
+        .args(["check", "--no-notify", "-c"])
+        .arg(&config)
+        .output()
+        .await
+        .unwrap();
+    let run = crate::support::cloud::Run::from(out);
+    assert_eq!(run.code, 2, "{run:?}");
     assert!(
-        run.stderr.contains("listKubernetesClusters")
-            || run.stderr.contains("listVirtualMachines")
-            || run.stderr.contains("listNetworks"),
+        run.stderr.starts_with(&format!(
+            "cks-drift: cannot list Kubernetes clusters: cannot connect to {url}"
+        )),
         "{}",
         run.stderr
     );
