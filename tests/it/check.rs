@@ -391,8 +391,8 @@ async fn bad_credentials_and_unreachable_api_exit_2() {
     assert_eq!(run.code, 2, "{run:?}");
     assert!(
         run.stderr.starts_with(&format!(
-            "cks-drift: cannot list Kubernetes clusters: cannot connect to {url}"
-        )),
+            "cks-drift: cannot list Kubernetes clusters: cloudstack command listKubernetesClusters got no answer: cannot connect to {url}: "
+        )) && run.stderr.contains("Connection refused"),
         "{}",
         run.stderr
     );
