@@ -7,3 +7,4 @@ mod dedupe;
 mod fake_cloudstack;
 mod ssh;
 mod support;
+mod tls;

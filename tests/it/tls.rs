@@ -1,0 +1,191 @@
+//! TLS to the management server against a real TLS server (`openssl s_server` on 127.0.0.1)
+//! with a private CA: verified by default, trusted through `cloudstack.ca_file`, skipped only
+//! with `insecure`.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cks_drift::cloudstack::client::Client;
+use cks_drift::cloudstack::error::ApiError;
+use cks_drift::config::{CloudStackSettings, Secret};
+
+use crate::support::sshd::free_port;
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA and a leaf for 127.0.0.1 signed by it, as an operator would issue them.
+fn make_pki(dir: &Path) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=cks-drift test CA",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "leaf.key",
+            "-out",
+            "leaf.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        ],
+    );
+    std::fs::write(
+        dir.join("leaf.ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "leaf.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "leaf.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "leaf.ext",
+        ],
+    );
+}
+
+struct TlsServer {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for TlsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `openssl s_server -www`: completes the handshake and answers any request with an HTML
+/// status page (so a request that gets through TLS fails later, as not JSON).
+fn serve(dir: &Path) -> TlsServer {
+    let port = free_port();
+    let child = Command::new("openssl")
+        .args([
+            "s_server",
+            "-quiet",
+            "-www",
+            "-accept",
+            &format!("127.0.0.1:{port}"),
+            "-cert",
+            "leaf.pem",
+            "-key",
+            "leaf.key",
+        ])
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start openssl s_server");
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "s_server not listening"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    TlsServer { child, port }
+}
+
+fn settings(port: u16, ca_file: Option<&Path>, insecure: bool) -> CloudStackSettings {
+    CloudStackSettings {
+        url: format!("https://127.0.0.1:{port}/client/api"),
+        api_key: Secret::new("k"),
+        secret_key: Secret::new("s"),
+        timeout: Duration::from_secs(5),
+        ca_file: ca_file.map(Path::to_path_buf),
+        insecure,
+        page_size: 500,
+    }
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    cks_drift::cli::error_chain(e)
+}
+
+#[tokio::test]
+async fn tls_is_verified_and_a_private_ca_can_be_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    make_pki(dir.path());
+    let server = serve(dir.path());
+
+    // Verified by default: the private CA is unknown, the handshake fails.
+    let client = Client::new(&settings(server.port, None, false)).unwrap();
+    let err = client.request("listZones", &[]).await.unwrap_err();
+    let text = chain(&err);
+    assert!(matches!(err, ApiError::Transport { .. }), "{text}");
+    assert!(text.to_lowercase().contains("certificate"), "{text}");
+
+    // With the CA as ca_file the handshake succeeds: the request reaches HTTP, and the
+    // status page that comes back is not a CloudStack answer.
+    let client = Client::new(&settings(
+        server.port,
+        Some(&dir.path().join("ca.pem")),
+        false,
+    ))
+    .unwrap();
+    let err = client.request("listZones", &[]).await.unwrap_err();
+    assert!(
+        matches!(err, ApiError::Decode { .. } | ApiError::Http { .. }),
+        "{}",
+        chain(&err)
+    );
+
+    // insecure skips verification.
+    let client = Client::new(&settings(server.port, None, true)).unwrap();
+    let err = client.request("listZones", &[]).await.unwrap_err();
+    assert!(
+        matches!(err, ApiError::Decode { .. } | ApiError::Http { .. }),
+        "{}",
+        chain(&err)
+    );
+}
