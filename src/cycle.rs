@@ -117,8 +117,14 @@ pub struct PreviousMap {
 
 const ROOT_SCOPE: [(&str, &str); 2] = [("listall", "true"), ("projectid", "-1")];
 
-fn owner_of_cluster(c: &KubernetesCluster) -> Option<Owner> {
-    match (&c.projectid, &c.domainid, &c.account) {
+/// The owner of a cluster or VM: its project if it has one (project resources carry no
+/// account), else its account in its domain.
+fn owner(
+    projectid: &Option<String>,
+    domainid: &Option<String>,
+    account: &Option<String>,
+) -> Option<Owner> {
+    match (projectid, domainid, account) {
         (Some(p), _, _) if !p.is_empty() => Some(Owner::Project {
             project_id: p.clone(),
         }),
@@ -130,17 +136,12 @@ fn owner_of_cluster(c: &KubernetesCluster) -> Option<Owner> {
     }
 }
 
+fn owner_of_cluster(c: &KubernetesCluster) -> Option<Owner> {
+    owner(&c.projectid, &c.domainid, &c.account)
+}
+
 fn owner_of_vm(vm: &VirtualMachine) -> Option<Owner> {
-    match (&vm.projectid, &vm.domainid, &vm.account) {
-        (Some(p), _, _) if !p.is_empty() => Some(Owner::Project {
-            project_id: p.clone(),
-        }),
-        (_, Some(d), Some(a)) => Some(Owner::Account {
-            domain_id: d.clone(),
-            account: a.clone(),
-        }),
-        _ => None,
-    }
+    owner(&vm.projectid, &vm.domainid, &vm.account)
 }
 
 fn to_vm(vm: &VirtualMachine, etcd_by_name: bool) -> Vm {

@@ -6,19 +6,9 @@ use std::time::Duration;
 use cks_drift::sim::{ClusterSpec, NodeRole, World};
 use cks_drift::time::Timestamp;
 
-use crate::support::cloud::{TestCloud, clusters, mismatches, world_now};
+use crate::support::cloud::{TestCloud, clusters, mismatches, one_cluster, world_now};
 
 const HOUR: Duration = Duration::from_secs(3600);
-
-/// A 1 control + 2 worker cluster `web`, with its control node up; plus the cloud.
-async fn one_cluster() -> (TestCloud, String) {
-    let mut world = world_now();
-    let owner = world.admin();
-    let id = world.add_cluster("web", owner, 1, 2, 0);
-    let mut cloud = TestCloud::start(world).await;
-    cloud.control_node(&id).await;
-    (cloud, id)
-}
 
 fn vm_ids(cloud: &TestCloud, cluster_id: &str) -> Vec<String> {
     cloud

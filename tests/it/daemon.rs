@@ -12,21 +12,11 @@ use cks_drift::state::step::marker;
 use tokio::net::UnixDatagram;
 use tokio::task::JoinHandle;
 
-use crate::support::cloud::{API_KEY, SECRET_KEY, TestCloud, binary, world_now};
+use crate::support::cloud::{API_KEY, SECRET_KEY, TestCloud, binary, one_cluster};
 use crate::support::sshd::free_port;
 
 /// Deadline for anything the daemon should do within a few cycles.
 const SOON: Duration = Duration::from_secs(20);
-
-/// A 1 control + 2 worker cluster `web` with its control node up.
-async fn one_cluster() -> (TestCloud, String) {
-    let mut world = world_now();
-    let owner = world.admin();
-    let id = world.add_cluster("web", owner, 1, 2, 0);
-    let mut cloud = TestCloud::start(world).await;
-    cloud.control_node(&id).await;
-    (cloud, id)
-}
 
 /// The daemon's config: the harness's, with `check` lines added to `[check]`, the endpoint
 /// on `port`, and the remote command run through `wrapper` when given.

@@ -9,19 +9,10 @@ use cks_drift::sim::{NodeRole, SimAlert};
 use cks_drift::state::file::StateFile;
 use cks_drift::time::Timestamp;
 
-use crate::support::cloud::{Run, TestCloud, mismatches, world_now};
+use crate::support::cloud::{Run, TestCloud, mismatches, one_cluster, world_now};
 
 fn s(v: &str) -> String {
     v.to_string()
-}
-
-async fn one_cluster() -> (TestCloud, String) {
-    let mut world = world_now();
-    let owner = world.admin();
-    let id = world.add_cluster("web", owner, 1, 2, 0);
-    let mut cloud = TestCloud::start(world).await;
-    cloud.control_node(&id).await;
-    (cloud, id)
 }
 
 fn map(cloud: &TestCloud, id: &str) -> Vec<String> {

@@ -300,3 +300,13 @@ pub fn clusters(report: &serde_json::Value) -> Vec<(String, String, Option<Strin
 pub fn path_str(p: &Path) -> String {
     p.display().to_string()
 }
+
+/// A 1 control + 2 worker cluster `web` with its control node up, and its cloud.
+pub async fn one_cluster() -> (TestCloud, String) {
+    let mut world = world_now();
+    let owner = world.admin();
+    let id = world.add_cluster("web", owner, 1, 2, 0);
+    let mut cloud = TestCloud::start(world).await;
+    cloud.control_node(&id).await;
+    (cloud, id)
+}
