@@ -10,6 +10,7 @@ pub mod cli;
 pub mod cloudstack;
 pub mod config;
 pub mod cycle;
+pub mod diagnose;
 pub mod diff;
 pub mod engine;
 pub mod logging;
