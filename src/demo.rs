@@ -98,10 +98,14 @@ pub struct Scenario {
     /// `(name, what it is)` of every cluster, in creation order.
     pub clusters: Vec<(String, String)>,
     db_host: String,
-    destroyed_vm: (String, String),
-    stray_vm: (String, String),
-    ghost_node: String,
-    not_a_node_vm: (String, String),
+    /// `(id, name)` of the mapped VM of db that is destroyed.
+    pub destroyed_vm: (String, String),
+    /// `(id, name)` of the VM named as a node of db that no map holds.
+    pub stray_vm: (String, String),
+    /// The Kubernetes node of db without a VM.
+    pub ghost_node: String,
+    /// `(id, name)` of the mapped, running VM of db that is not a node.
+    pub not_a_node_vm: (String, String),
 }
 
 fn vm_names(w: &World, cluster_id: &str) -> Vec<(String, String)> {

@@ -326,8 +326,13 @@ pub fn open_to_others(key: &str, path: &Path, mode: u32, what: &str) -> Option<F
     })
 }
 
+/// The mode of a regular file (anything else is not a secrets file, and is reported as
+/// unreadable elsewhere).
 fn mode_of(path: &Path) -> Option<u32> {
-    std::fs::metadata(path).ok().map(|m| m.permissions().mode())
+    std::fs::metadata(path)
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.permissions().mode())
 }
 
 /// Files holding secrets that others may read: the key files, the SSH key, and the config
