@@ -84,37 +84,29 @@ pub fn check_text(
     path: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> (Vec<Finding>, Option<Config>) {
-    let mut errors = Vec::new();
+    let mut findings = Vec::new();
     let config = match Config::from_toml(text, path, env) {
         Ok(c) => Some(c),
         Err(ConfigError::Invalid { problems, .. }) => {
-            errors.extend(
+            findings.extend(
                 problems
                     .into_iter()
                     .map(|p| Finding::error(&p.key, p.message)),
             );
             None
         }
-        Err(other) => {
-            return (vec![whole_file(other.to_string())], None);
-        }
+        Err(other) => return (vec![whole_file(other.to_string())], None),
     };
     let Ok(raw) = text.parse::<toml::Table>() else {
-        return (
-            vec![whole_file(format!(
-                "config file {} is not valid TOML",
-                path.display()
-            ))],
-            None,
-        );
+        let message = format!("config file {} is not valid TOML", path.display());
+        return (vec![whole_file(message)], None);
     };
     let raw = Raw(&raw);
-    errors.extend(file_errors(&raw));
-    let mut warnings = setting_warnings(&raw);
-    warnings.extend(permission_warnings(&raw, path, env));
-    let config = config.filter(|_| errors.is_empty());
-    errors.extend(warnings);
-    (errors, config)
+    findings.extend(file_errors(&raw));
+    let usable = findings.is_empty();
+    findings.extend(setting_warnings(&raw));
+    findings.extend(permission_warnings(&raw, path, env));
+    (findings, config.filter(|_| usable))
 }
 
 /// An error about the file as a whole.
@@ -386,6 +378,11 @@ fn permission_warnings(
     out
 }
 
+fn api_failure(e: &crate::cloudstack::error::ApiError, url: &str) -> Finding {
+    let d = diagnose::api(e, url);
+    Finding::error(&format!("cloudstack API ({})", d.step), d.line)
+}
+
 /// The connection test: one API call with the configured keys, then `ssh.command` on the
 /// control node of the first cluster that is checked (Running or Alert, CloudManaged) and
 /// has an endpoint.
@@ -395,11 +392,7 @@ pub async fn connect(config: &Config) -> Vec<Finding> {
     let transport = match HttpTransport::new(&config.cloudstack) {
         Ok(t) => t,
         Err(e) => {
-            let d = diagnose::api(&e, url);
-            out.push(Finding::error(
-                &format!("cloudstack API ({})", d.step),
-                d.line,
-            ));
+            out.push(api_failure(&e, url));
             return out;
         }
     };
@@ -423,11 +416,7 @@ pub async fn connect(config: &Config) -> Vec<Finding> {
     {
         Ok(c) => c,
         Err(e) => {
-            let d = diagnose::api(&e, url);
-            out.push(Finding::error(
-                &format!("cloudstack API ({})", d.step),
-                d.line,
-            ));
+            out.push(api_failure(&e, url));
             return out;
         }
     };
@@ -480,11 +469,7 @@ pub async fn connect(config: &Config) -> Vec<Finding> {
             {
                 Ok(mut n) => n.pop(),
                 Err(e) => {
-                    let d = diagnose::api(&e, url);
-                    out.push(Finding::error(
-                        &format!("cloudstack API ({})", d.step),
-                        d.line,
-                    ));
+                    out.push(api_failure(&e, url));
                     return out;
                 }
             }

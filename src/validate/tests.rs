@@ -198,3 +198,24 @@ fn a_syntax_error_is_the_only_finding() {
         ]
     );
 }
+
+#[tokio::test]
+async fn connect_waits_for_a_config_without_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(&path, "[check]\ninterval = \"5\"\n").unwrap();
+    let mut out = Vec::new();
+    let code = run(&path, true, &mut out).await;
+    let text = String::from_utf8(out).unwrap();
+    let p = path.display();
+    assert_eq!(code, 2);
+    assert_eq!(
+        text.lines().rev().take(2).collect::<Vec<_>>(),
+        [
+            format!(
+                "config file {p}: 5 errors, 0 warnings; fix the errors and run validate-config again"
+            ),
+            "--connect was skipped: fix the errors above first".to_string(),
+        ]
+    );
+}
