@@ -334,7 +334,7 @@ fn changes<'a>(before: &[Stored], after: &'a [Stored]) -> (Vec<&'a Stored>, Vec<
 }
 
 /// The demo's engine over the scenario, keeping its state and event log in `dir`.
-pub fn engine(scenario: &Scenario, dir: &Path, now: Timestamp) -> Result<Engine, DemoError> {
+fn engine(scenario: &Scenario, dir: &Path, now: Timestamp) -> Result<Engine, DemoError> {
     let (file, state, _) =
         StateFile::open(&dir.join("state.json"), now).map_err(DemoError::State)?;
     let options = ClientOptions {
