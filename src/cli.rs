@@ -56,6 +56,18 @@ pub enum Command {
         #[arg(short, long, default_value = "/etc/cks-drift/cks-drift.toml")]
         config: PathBuf,
     },
+    /// Show a check at work: three cycles against a built-in simulated CloudStack, with no
+    /// setup, no network and no file outside a temporary folder.
+    Demo,
+    /// Check a config file: every problem at once, each with its key and a fix.
+    ValidateConfig {
+        /// The config file.
+        #[arg(short, long, default_value = "/etc/cks-drift/cks-drift.toml")]
+        config: PathBuf,
+        /// Also call the API once and run the node listing on one cluster's control node.
+        #[arg(long)]
+        connect: bool,
+    },
 }
 
 /// Runs the command line and returns the process exit code.
@@ -74,7 +86,29 @@ pub async fn main(cli: Cli) -> i32 {
                 Err(e) => fail(error_chain(&e)),
             }
         }
+        Command::Demo => demo().await,
+        Command::ValidateConfig { config, connect } => validate_config(&config, connect).await,
     }
+}
+
+/// Logs only when `RUST_LOG` asks: these commands print their own results.
+fn quiet_logging() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        crate::logging::init("info", crate::config::LogFormat::Text);
+    }
+}
+
+async fn demo() -> i32 {
+    quiet_logging();
+    match crate::demo::run(&mut std::io::stdout()).await {
+        Ok(()) => 0,
+        Err(e) => fail(error_chain(&e)),
+    }
+}
+
+async fn validate_config(path: &std::path::Path, connect: bool) -> i32 {
+    quiet_logging();
+    crate::validate::run(path, connect, &mut std::io::stdout()).await
 }
 
 fn fail(message: impl std::fmt::Display) -> i32 {
@@ -144,7 +178,7 @@ async fn check(path: &std::path::Path, format: Format, no_notify: bool) -> i32 {
     let tick = engine.tick(Timestamp::now()).await;
     let report = match &tick.report {
         Ok(r) => r,
-        Err(e) => return fail(error_chain(e)),
+        Err(e) => return fail(crate::diagnose::cycle(e, &config.cloudstack.url)),
     };
     let text = match format {
         Format::Text => report::to_text(report, tick.new.as_ref()),

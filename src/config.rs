@@ -163,11 +163,40 @@ pub enum ConfigError {
     Read { path: PathBuf, reason: String },
     #[error("config file {path} is not valid TOML: {detail}")]
     Syntax { path: PathBuf, detail: String },
-    #[error("config file {path} has {} problem(s):\n{}", problems.len(), problems.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"))]
+    #[error("config file {}{}", path.display(), list_problems(problems))]
     Invalid {
         path: PathBuf,
         problems: Vec<Problem>,
     },
+}
+
+/// One problem on the same line; several on lines of their own below a count.
+fn list_problems(problems: &[Problem]) -> String {
+    match problems {
+        [one] => format!(": {one}"),
+        _ => format!(
+            " has {} problems:\n{}",
+            problems.len(),
+            problems
+                .iter()
+                .map(|p| format!("  {p}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        ),
+    }
+}
+
+/// A TOML error on one line: where it is, then what is wrong (the source excerpt between
+/// them is left out).
+fn one_line(e: &toml::de::Error) -> String {
+    let text = e.to_string();
+    let place = text.lines().next().unwrap_or("").trim();
+    let what = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
+    if place.is_empty() || place == what {
+        what
+    } else {
+        format!("{place}: {what}")
+    }
 }
 
 /// Environment variables that override the secret keys (for containers and systemd
@@ -438,7 +467,7 @@ impl Config {
             .parse()
             .map_err(|e: toml::de::Error| ConfigError::Syntax {
                 path: path.to_path_buf(),
-                detail: e.to_string().trim().to_string(),
+                detail: one_line(&e),
             })?;
         let mut r = Reader {
             root: &root,

@@ -115,7 +115,11 @@ pub struct PreviousMap {
     pub vanished: BTreeMap<String, (Option<String>, VanishedHow)>,
 }
 
-const ROOT_SCOPE: [(&str, &str); 2] = [("listall", "true"), ("projectid", "-1")];
+/// List every account's and project's resources, not only the caller's.
+pub const ROOT_SCOPE: [(&str, &str); 2] = [("listall", "true"), ("projectid", "-1")];
+
+/// Why a cluster's nodes are not listed when it has no endpoint.
+pub const NO_ENDPOINT: &str = "the cluster has no endpoint address to reach its control node over SSH; CloudStack records one when the cluster first starts, so until then only its VM map and VMs are compared";
 
 /// The owner of a cluster or VM: its project if it has one (project resources carry no
 /// account), else its account in its domain.
@@ -210,6 +214,29 @@ pub fn ssh_port(network: Option<&Network>, control_nodes: u32) -> u16 {
     }
 }
 
+/// Where CKS itself logs in to a cluster's control node: the host of its `endpoint`, the
+/// port for its network (see [`ssh_port`]), and the first mapped VM's `controlNodeLoginUser`
+/// detail, else `default_user`. `network` is the cluster's network, if it was listed.
+pub fn ssh_target(
+    c: &KubernetesCluster,
+    network: Option<&Network>,
+    default_user: &str,
+) -> Result<SshTarget, &'static str> {
+    let host = endpoint_host(c.endpoint.as_deref()).ok_or(NO_ENDPOINT)?;
+    let user = c
+        .virtualmachines
+        .first()
+        .and_then(|vm| vm.details.get("controlNodeLoginUser"))
+        .filter(|u| !u.trim().is_empty())
+        .cloned()
+        .unwrap_or_else(|| default_user.to_string());
+    Ok(SshTarget {
+        host,
+        port: ssh_port(network, cluster_info(c).control_nodes),
+        user,
+    })
+}
+
 /// Identity of a cluster's state and map, to notice an operation that ran during the check.
 fn fingerprint(c: &KubernetesCluster) -> (String, Vec<String>) {
     (
@@ -275,20 +302,8 @@ pub async fn run_cycle(
         let mut listings = tokio::task::JoinSet::new();
         for &i in &checkable {
             let c = &clusters[i];
-            let target = match endpoint_host(c.endpoint.as_deref()) {
-                None => Err("the cluster has no endpoint address to reach its control node over SSH".to_string()),
-                Some(host) => {
-                    let network = c.networkid.as_deref().and_then(|id| networks.get(id).copied());
-                    let user = c
-                        .virtualmachines
-                        .first()
-                        .and_then(|vm| vm.details.get("controlNodeLoginUser"))
-                        .filter(|u| !u.trim().is_empty())
-                        .cloned()
-                        .unwrap_or_else(|| settings.default_user.clone());
-                    Ok(SshTarget { host, port: ssh_port(network, cluster_info(c).control_nodes), user })
-                }
-            };
+            let network = c.networkid.as_deref().and_then(|id| networks.get(id).copied());
+            let target = ssh_target(c, network, &settings.default_user).map_err(str::to_string);
             let lister = lister.clone();
             let semaphore = semaphore.clone();
             let span = info_span!("cluster", cluster = %c.name, id = %c.id);
@@ -537,6 +552,37 @@ mod tests {
         );
         assert_eq!(endpoint_host(Some("")), None);
         assert_eq!(endpoint_host(None), None);
+    }
+
+    #[test]
+    fn ssh_targets_follow_cks() {
+        let c: KubernetesCluster = serde_json::from_value(serde_json::json!({
+            "id": "c", "name": "n", "state": "Running", "controlnodes": 1,
+            "endpoint": "https://10.1.1.10:6443/",
+            "virtualmachines": [{"id": "v1", "details": {"controlNodeLoginUser": "core"}}]
+        }))
+        .unwrap();
+        assert_eq!(
+            ssh_target(&c, Some(&net("Shared", None)), "cloud"),
+            Ok(SshTarget {
+                host: "10.1.1.10".into(),
+                port: 22,
+                user: "core".into()
+            })
+        );
+        let mut plain = c.clone();
+        plain.virtualmachines[0].details.clear();
+        assert_eq!(
+            ssh_target(&plain, None, "cloud"),
+            Ok(SshTarget {
+                host: "10.1.1.10".into(),
+                port: 2222,
+                user: "cloud".into()
+            })
+        );
+        let mut no_endpoint = c;
+        no_endpoint.endpoint = None;
+        assert_eq!(ssh_target(&no_endpoint, None, "cloud"), Err(NO_ENDPOINT));
     }
 
     fn cluster(state: &str, ty: Option<&str>) -> KubernetesCluster {

@@ -466,6 +466,9 @@ fn kind(value: &Value) -> &'static str {
 /// The start of a body, whitespace folded, at most [`SNIPPET_CHARS`] characters.
 fn snippet(body: &str) -> String {
     let folded = body.split_whitespace().collect::<Vec<_>>().join(" ");
+    if folded.is_empty() {
+        return "(empty body)".to_string();
+    }
     if folded.chars().count() <= SNIPPET_CHARS {
         return folded;
     }
@@ -1031,6 +1034,14 @@ mod tests {
         for retry in 1..=5 {
             assert!(policy.backoff(retry) <= policy.max_backoff(retry));
         }
+    }
+
+    #[test]
+    fn an_empty_body_is_named_as_such() {
+        assert_eq!(
+            read("listZones", 404, "").to_string(),
+            "cloudstack command listZones got an unexpected HTTP 404 answer: (empty body)"
+        );
     }
 
     #[test]

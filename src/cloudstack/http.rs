@@ -45,23 +45,7 @@ impl HttpTransport {
             .connect_timeout(settings.timeout)
             .user_agent(concat!("cks-drift/", env!("CARGO_PKG_VERSION")));
         if let Some(path) = &settings.ca_file {
-            let config_error = |problem: String| ApiError::Config {
-                key: "cloudstack.ca_file",
-                problem,
-            };
-            let pem = std::fs::read(path).map_err(|e| {
-                config_error(format!("cannot read CA bundle {}: {e}", path.display()))
-            })?;
-            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
-                config_error(format!("invalid PEM in CA bundle {}: {e}", path.display()))
-            })?;
-            if certs.is_empty() {
-                return Err(config_error(format!(
-                    "CA bundle {} holds no PEM certificate",
-                    path.display()
-                )));
-            }
-            builder = builder.tls_certs_merge(certs);
+            builder = builder.tls_certs_merge(read_ca_bundle(path)?);
         }
         if settings.insecure {
             builder = builder.tls_danger_accept_invalid_certs(true);
@@ -137,6 +121,25 @@ impl HttpTransport {
             }
         }
     }
+}
+
+/// Reads `cloudstack.ca_file`: a PEM bundle holding at least one certificate.
+pub fn read_ca_bundle(path: &std::path::Path) -> Result<Vec<reqwest::Certificate>, ApiError> {
+    let config_error = |problem: String| ApiError::Config {
+        key: "cloudstack.ca_file",
+        problem,
+    };
+    let pem = std::fs::read(path)
+        .map_err(|e| config_error(format!("cannot read CA bundle {}: {e}", path.display())))?;
+    let certs = reqwest::Certificate::from_pem_bundle(&pem)
+        .map_err(|e| config_error(format!("invalid PEM in CA bundle {}: {e}", path.display())))?;
+    if certs.is_empty() {
+        return Err(config_error(format!(
+            "CA bundle {} holds no PEM certificate",
+            path.display()
+        )));
+    }
+    Ok(certs)
 }
 
 impl Transport for HttpTransport {

@@ -239,3 +239,34 @@ fn the_example_config_is_complete_and_valid() {
         }
     }
 }
+
+#[test]
+fn one_problem_is_one_line_several_are_listed() {
+    let base = "[cloudstack]\napi_key = \"k\"\nsecret_key = \"s\"\n[ssh]\nprivate_key = \"/k\"\n";
+    let one = parse(base).map(|_| ()).unwrap_err();
+    assert_eq!(
+        one.to_string(),
+        "config file test.toml: cloudstack.url: is missing; set it to the API endpoint, e.g. \"https://cloud.example.com/client/api\""
+    );
+    let two = parse(&format!(
+        "{base}[check]\ngrace_period = \"15\"\nconcurrency = 0\n"
+    ))
+    .map(|_| ())
+    .unwrap_err();
+    assert_eq!(
+        two.to_string(),
+        "config file test.toml has 3 problems:\n  \
+         cloudstack.url: is missing; set it to the API endpoint, e.g. \"https://cloud.example.com/client/api\"\n  \
+         check.grace_period: \"15\" has no unit; write e.g. \"15s\" or \"15m\"\n  \
+         check.concurrency: is 0; it must be between 1 and 1024"
+    );
+}
+
+#[test]
+fn a_syntax_error_is_one_line() {
+    let err = parse("[cloudstack\nurl=").map(|_| ()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "config file test.toml is not valid TOML: TOML parse error at line 1, column 12: unclosed table, expected `]`"
+    );
+}

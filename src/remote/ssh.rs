@@ -43,9 +43,16 @@ const TIMEOUT_EXIT_STATUS: u32 = 124;
 /// The private key in `ssh.private_key` cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
-    #[error("ssh.private_key: {} does not exist", path.display())]
+    #[error(
+        "ssh.private_key: {} does not exist; point ssh.private_key at the management server's \
+         key or at the private half of the clusters' key pair",
+        path.display()
+    )]
     Missing { path: PathBuf },
-    #[error("ssh.private_key: cannot read {}", path.display())]
+    #[error(
+        "ssh.private_key: cannot read {}; it must be a file the user cks-drift runs as can read",
+        path.display()
+    )]
     Unreadable {
         path: PathBuf,
         #[source]
@@ -350,7 +357,9 @@ pub fn remote_command(command: &str, bound: Duration) -> String {
     format!("timeout {}s {}", seconds.max(1), command.trim())
 }
 
-fn load_private_key(path: &Path) -> Result<PrivateKey, KeyError> {
+/// Loads an unencrypted private key as [`SshNodeLister::new`] does, to check that it is
+/// usable without building a lister.
+pub fn load_private_key(path: &Path) -> Result<PrivateKey, KeyError> {
     let bytes = std::fs::read(path).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
             KeyError::Missing {

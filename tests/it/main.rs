@@ -2,6 +2,7 @@
 //! kubectl against a small fake Kubernetes API.
 
 mod check;
+mod cli;
 mod daemon;
 mod dedupe;
 mod fake_cloudstack;

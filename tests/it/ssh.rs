@@ -749,7 +749,11 @@ fn a_missing_key_file_is_named() {
     assert!(matches!(err, KeyError::Missing { .. }), "{err:?}");
     assert_eq!(
         err.to_string(),
-        format!("ssh.private_key: {} does not exist", path.display())
+        format!(
+            "ssh.private_key: {} does not exist; point ssh.private_key at the management \
+             server's key or at the private half of the clusters' key pair",
+            path.display()
+        )
     );
 }
 
@@ -761,7 +765,10 @@ fn an_unreadable_key_file_is_named() {
     assert!(matches!(err, KeyError::Unreadable { .. }), "{err:?}");
     assert_eq!(
         err.to_string(),
-        format!("ssh.private_key: cannot read {}", dir.path().display())
+        format!(
+            "ssh.private_key: cannot read {}; it must be a file the user cks-drift runs as can read",
+            dir.path().display()
+        )
     );
 }
 

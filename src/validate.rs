@@ -1,0 +1,561 @@
+//! `validate-config`: every problem of a config file at once, each on its own line with its
+//! full key and a fix; warnings about risky settings; and with `--connect`, one API call and
+//! one SSH login to show that the credentials work, naming the step that failed.
+//!
+//! Parsing and validating the settings belongs to `config` (reused here as is); this module
+//! adds the checks that read the files the config names, the warnings, and the connection
+//! test. It changes nothing, except that `accept-new` may learn a host key, as a check would.
+
+use std::fmt;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cloudstack::client::{Client, ClientOptions, RetryPolicy};
+use crate::cloudstack::http::{HttpTransport, read_ca_bundle};
+use crate::cloudstack::model::{KubernetesCluster, Network};
+use crate::config::{Config, ConfigError, DEFAULT_COMMAND, parse_duration};
+use crate::diagnose;
+use crate::remote::NodeLister;
+use crate::remote::ssh::{SshNodeLister, load_private_key, remote_command};
+
+/// Grace periods shorter than this are warned about.
+pub const SHORT_GRACE: Duration = Duration::from_secs(5 * 60);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    /// The daemon would refuse to start, or a check would fail.
+    Error,
+    /// Works, but is risky or probably not meant.
+    Warning,
+    /// A connection test that succeeded.
+    Ok,
+}
+
+/// One line of the result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub severity: Severity,
+    /// The full key (`check.grace_period`), or the step of a connection test; `None` for the
+    /// file as a whole.
+    pub key: Option<String>,
+    /// What is wrong, then what to do.
+    pub message: String,
+}
+
+impl Finding {
+    fn new(severity: Severity, key: &str, message: impl Into<String>) -> Self {
+        Finding {
+            severity,
+            key: Some(key.to_string()),
+            message: message.into(),
+        }
+    }
+
+    fn error(key: &str, message: impl Into<String>) -> Self {
+        Finding::new(Severity::Error, key, message)
+    }
+
+    fn warning(key: &str, message: impl Into<String>) -> Self {
+        Finding::new(Severity::Warning, key, message)
+    }
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let label = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Ok => "ok",
+        };
+        match &self.key {
+            Some(key) => write!(f, "{label}: {key}: {}", self.message),
+            None => write!(f, "{label}: {}", self.message),
+        }
+    }
+}
+
+/// The findings about a config text, errors first, and the validated config when it has no
+/// error of its own. `env` looks up environment variables (a seam for tests).
+pub fn check_text(
+    text: &str,
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> (Vec<Finding>, Option<Config>) {
+    let mut findings = Vec::new();
+    let config = match Config::from_toml(text, path, env) {
+        Ok(c) => Some(c),
+        Err(ConfigError::Invalid { problems, .. }) => {
+            findings.extend(
+                problems
+                    .into_iter()
+                    .map(|p| Finding::error(&p.key, p.message)),
+            );
+            None
+        }
+        Err(other) => return (vec![whole_file(other.to_string())], None),
+    };
+    let Ok(raw) = text.parse::<toml::Table>() else {
+        let message = format!("config file {} is not valid TOML", path.display());
+        return (vec![whole_file(message)], None);
+    };
+    let raw = Raw(&raw);
+    findings.extend(file_errors(&raw));
+    let usable = findings.is_empty();
+    findings.extend(setting_warnings(&raw));
+    findings.extend(permission_warnings(&raw, path, env));
+    (findings, config.filter(|_| usable))
+}
+
+/// An error about the file as a whole.
+fn whole_file(message: String) -> Finding {
+    Finding {
+        severity: Severity::Error,
+        key: None,
+        message,
+    }
+}
+
+/// Reads and checks a config file.
+pub fn check_file(path: &Path) -> (Vec<Finding>, Option<Config>) {
+    match std::fs::read_to_string(path) {
+        Ok(text) => check_text(&text, path, &|name| std::env::var(name).ok()),
+        Err(_) => {
+            // `load` words the reasons (missing, permission denied).
+            let message = match Config::load(path) {
+                Err(e) => e.to_string(),
+                Ok(_) => format!("cannot read config file {}", path.display()),
+            };
+            (vec![whole_file(message)], None)
+        }
+    }
+}
+
+/// The raw TOML, read leniently: a value of the wrong type is `None` here (`config` reports
+/// it).
+struct Raw<'a>(&'a toml::Table);
+
+impl Raw<'_> {
+    fn value(&self, key: &str) -> Option<&toml::Value> {
+        let (table, name) = key.split_once('.')?;
+        self.0.get(table)?.as_table()?.get(name)
+    }
+
+    fn str(&self, key: &str) -> Option<&str> {
+        self.value(key)?.as_str()
+    }
+
+    /// A non-empty path setting.
+    fn path(&self, key: &str) -> Option<&Path> {
+        self.str(key)
+            .filter(|s| !s.trim().is_empty())
+            .map(Path::new)
+    }
+}
+
+/// Files named by the config that cannot be used: the SSH key and the CA bundle. (The
+/// secret key files are read, and reported, by `config`.)
+fn file_errors(raw: &Raw<'_>) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if let Some(path) = raw.path("ssh.private_key")
+        && let Err(e) = load_private_key(path)
+    {
+        let text = crate::cli::error_chain(&e);
+        let text = text.strip_prefix("ssh.private_key: ").unwrap_or(&text);
+        out.push(Finding::error("ssh.private_key", text));
+    }
+    if let Some(path) = raw.path("cloudstack.ca_file")
+        && let Err(e) = read_ca_bundle(path)
+    {
+        let text = match &e {
+            crate::cloudstack::error::ApiError::Config { problem, .. } => problem.clone(),
+            other => other.to_string(),
+        };
+        out.push(Finding::error("cloudstack.ca_file", text));
+    }
+    let strict = raw.str("ssh.host_key_policy") == Some("strict");
+    let known_hosts = raw
+        .path("ssh.known_hosts")
+        .unwrap_or(Path::new(crate::config::DEFAULT_KNOWN_HOSTS));
+    if strict && !known_hosts.exists() {
+        out.push(Finding::error(
+            "ssh.known_hosts",
+            format!(
+                "{} does not exist and ssh.host_key_policy is \"strict\", so every control node \
+                 would be refused; record the nodes' keys there (ssh-keyscan -p 2222 <endpoint \
+                 address> >> {}) or use \"accept-new\"",
+                known_hosts.display(),
+                known_hosts.display()
+            ),
+        ));
+    }
+    out
+}
+
+/// Settings that work but are risky or probably not meant.
+fn setting_warnings(raw: &Raw<'_>) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if raw
+        .value("cloudstack.insecure")
+        .and_then(toml::Value::as_bool)
+        == Some(true)
+    {
+        out.push(Finding::warning(
+            "cloudstack.insecure",
+            "is true: the management server's certificate is not verified, so anything between \
+             this host and it can pose as CloudStack; set cloudstack.ca_file to the CA that \
+             signed its certificate and remove insecure",
+        ));
+    }
+    if raw.str("ssh.host_key_policy") == Some("off") {
+        out.push(Finding::warning(
+            "ssh.host_key_policy",
+            "is \"off\": any host key is accepted, so a machine posing as a control node is \
+             trusted; use \"accept-new\" (the default) or \"strict\"",
+        ));
+    }
+    if let Some(text) = raw.str("check.grace_period")
+        && let Ok(grace) = parse_duration(text)
+        && grace < SHORT_GRACE
+    {
+        out.push(Finding::warning(
+            "check.grace_period",
+            format!(
+                "is {text:?}, under 5 minutes: VMs of a cluster being created, scaled or upgraded \
+                 may be reported before the operation ends; use at least \"5m\" (the default is \
+                 \"15m\")"
+            ),
+        ));
+    }
+    let command = raw.str("ssh.command").unwrap_or(DEFAULT_COMMAND);
+    if let Some(what) = shell_syntax(command) {
+        let timeout = raw
+            .str("ssh.command_timeout")
+            .and_then(|t| parse_duration(t).ok())
+            .unwrap_or(Duration::from_secs(20));
+        out.push(Finding::warning(
+            "ssh.command",
+            format!(
+                "{command:?} {what}; it runs on the node as \"{}\", so it must be a simple \
+                 command (a program and its arguments): wrap anything else in sh -c '…' or in a \
+                 script on the node",
+                remote_command("<command>", timeout)
+            ),
+        ));
+    }
+    out
+}
+
+/// What in `command` needs a shell, if anything: operators, redirections, substitutions, a
+/// leading variable assignment or a shell keyword or builtin. Quoted text is not looked at.
+pub fn shell_syntax(command: &str) -> Option<String> {
+    let mut found: Vec<&'static str> = Vec::new();
+    let mut note = |what: &'static str| {
+        if !found.contains(&what) {
+            found.push(what);
+        }
+    };
+    let mut quote: Option<char> = None;
+    let mut chars = command.trim().chars().peekable();
+    let mut prev = ' ';
+    while let Some(c) = chars.next() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some('"') if c == '\\' => {
+                chars.next();
+            }
+            Some('"') if c == '`' => note("a command substitution"),
+            Some('"') if c == '$' && chars.peek() == Some(&'(') => note("a command substitution"),
+            Some(_) => {}
+            None => match c {
+                '\'' | '"' => quote = Some(c),
+                '\\' => {
+                    chars.next();
+                }
+                '|' => note("a pipe or ||"),
+                ';' => note("a ;"),
+                '&' => note("& or &&"),
+                '<' | '>' => note("a redirection"),
+                '`' => note("a command substitution"),
+                '$' if chars.peek() == Some(&'(') => note("a command substitution"),
+                '(' if prev != '$' => note("parentheses"),
+                '\n' => note("a line break"),
+                _ => {}
+            },
+        }
+        prev = c;
+    }
+    let first = command.split_whitespace().next().unwrap_or("");
+    const SHELL_WORDS: &[&str] = &[
+        "if", "for", "while", "until", "case", "{", "!", "cd", "export", "source", ".", "exec",
+        "set", "unset", "alias",
+    ];
+    if SHELL_WORDS.contains(&first) {
+        note("a leading shell keyword or builtin");
+    } else if first.contains('=') && !first.starts_with('=') {
+        note("a leading variable assignment");
+    }
+    if found.is_empty() {
+        return None;
+    }
+    Some(format!("uses shell syntax ({})", found.join(", ")))
+}
+
+/// `mode & 0o077` as a warning: a file holding a secret that group or others may use.
+pub fn open_to_others(key: &str, path: &Path, mode: u32, what: &str) -> Option<Finding> {
+    (mode & 0o077 != 0).then(|| {
+        Finding::warning(
+            key,
+            format!(
+                "{} {what} and is open to group or others (mode {:04o}); chmod 600 {}",
+                path.display(),
+                mode & 0o7777,
+                path.display()
+            ),
+        )
+    })
+}
+
+/// The mode of a regular file (anything else is not a secrets file, and is reported as
+/// unreadable elsewhere).
+fn mode_of(path: &Path) -> Option<u32> {
+    std::fs::metadata(path)
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.permissions().mode())
+}
+
+/// Files holding secrets that others may read: the key files, the SSH key, and the config
+/// itself when it holds a key inline.
+fn permission_warnings(
+    raw: &Raw<'_>,
+    config_path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let env_set = |name: &str| env(name).is_some_and(|v| !v.trim().is_empty());
+    for (key, env_name) in [
+        ("cloudstack.api_key", crate::config::ENV_API_KEY),
+        ("cloudstack.secret_key", crate::config::ENV_SECRET_KEY),
+    ] {
+        if env_set(env_name) {
+            continue;
+        }
+        let file_key = format!("{key}_file");
+        if let Some(path) = raw.path(&file_key)
+            && let Some(mode) = mode_of(path)
+        {
+            out.extend(open_to_others(&file_key, path, mode, "holds a secret"));
+        }
+        if raw.str(key).is_some_and(|v| !v.trim().is_empty())
+            && let Some(mode) = mode_of(config_path)
+            && mode & 0o077 != 0
+        {
+            out.push(Finding::warning(
+                key,
+                format!(
+                    "is written in {}, which is open to group or others (mode {:04o}); chmod \
+                     600 {}, or move the key to {file_key}",
+                    config_path.display(),
+                    mode & 0o7777,
+                    config_path.display()
+                ),
+            ));
+        }
+    }
+    if let Some(path) = raw.path("ssh.private_key")
+        && let Some(mode) = mode_of(path)
+    {
+        out.extend(open_to_others(
+            "ssh.private_key",
+            path,
+            mode,
+            "is a private key",
+        ));
+    }
+    out
+}
+
+fn api_failure(e: &crate::cloudstack::error::ApiError, url: &str) -> Finding {
+    let d = diagnose::api(e, url);
+    Finding::error(&format!("cloudstack API ({})", d.step), d.line)
+}
+
+/// The connection test: one API call with the configured keys, then `ssh.command` on the
+/// control node of the first cluster that is checked (Running or Alert, CloudManaged) and
+/// has an endpoint.
+pub async fn connect(config: &Config) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let url = &config.cloudstack.url;
+    let transport = match HttpTransport::new(&config.cloudstack) {
+        Ok(t) => t,
+        Err(e) => {
+            out.push(api_failure(&e, url));
+            return out;
+        }
+    };
+    // One attempt: the point is to show what fails, at once.
+    let options = ClientOptions {
+        page_size: config.cloudstack.page_size,
+        retry: RetryPolicy {
+            attempts: 1,
+            ..RetryPolicy::default()
+        },
+        ..ClientOptions::default()
+    };
+    let api = Client::with_transport(Arc::new(transport), options).with_endpoint(url);
+    let clusters: Vec<KubernetesCluster> = match api
+        .list(
+            "listKubernetesClusters",
+            "kubernetescluster",
+            &crate::cycle::ROOT_SCOPE,
+        )
+        .await
+    {
+        Ok(c) => c,
+        Err(e) => {
+            out.push(api_failure(&e, url));
+            return out;
+        }
+    };
+    out.push(Finding::new(
+        Severity::Ok,
+        "cloudstack API",
+        format!(
+            "{url} accepted the keys and answered listKubernetesClusters ({} cluster{})",
+            clusters.len(),
+            if clusters.len() == 1 { "" } else { "s" }
+        ),
+    ));
+
+    let checked: Vec<&KubernetesCluster> = clusters
+        .iter()
+        .filter(|c| crate::cycle::skip_reason(c).is_none())
+        .collect();
+    let Some(cluster) = checked
+        .iter()
+        .find(|c| crate::cycle::endpoint_host(c.endpoint.as_deref()).is_some())
+    else {
+        let message = match checked.first() {
+            None => "no Running or Alert CloudManaged cluster to log in to; SSH was not tried"
+                .to_string(),
+            Some(c) => format!(
+                "cluster {} ({}): {}; SSH was not tried",
+                c.name,
+                c.id,
+                crate::cycle::NO_ENDPOINT
+            ),
+        };
+        out.push(Finding::warning("ssh", message));
+        return out;
+    };
+    let lister = match SshNodeLister::new(&config.ssh) {
+        Ok(l) => l,
+        Err(e) => {
+            out.push(Finding::error("ssh", crate::cli::error_chain(&e)));
+            return out;
+        }
+    };
+    let network = match cluster.networkid.as_deref() {
+        None => None,
+        Some(id) => {
+            let mut params = crate::cycle::ROOT_SCOPE.to_vec();
+            params.push(("id", id));
+            match api
+                .list::<Network>("listNetworks", "network", &params)
+                .await
+            {
+                Ok(mut n) => n.pop(),
+                Err(e) => {
+                    out.push(api_failure(&e, url));
+                    return out;
+                }
+            }
+        }
+    };
+    let target = match crate::cycle::ssh_target(cluster, network.as_ref(), &config.ssh.user) {
+        Ok(t) => t,
+        Err(reason) => {
+            out.push(Finding::warning("ssh", reason));
+            return out;
+        }
+    };
+    let who = format!(
+        "cluster {}, {}@{}:{}",
+        cluster.name, target.user, target.host, target.port
+    );
+    match lister.list_nodes(&target).await {
+        Ok(nodes) => out.push(Finding::new(
+            Severity::Ok,
+            "ssh",
+            format!(
+                "{who}: ssh.command listed {} node{}",
+                nodes.len(),
+                if nodes.len() == 1 { "" } else { "s" }
+            ),
+        )),
+        Err(e) => {
+            let d = diagnose::node_list(&e);
+            out.push(Finding::error(
+                &format!("ssh ({})", d.step),
+                format!("{who}: {}", d.line),
+            ));
+        }
+    }
+    out
+}
+
+/// Runs `validate-config` and returns the exit code: 2 on any error, else 0.
+pub async fn run(path: &Path, connect_too: bool, out: &mut dyn Write) -> i32 {
+    let (mut findings, config) = check_file(path);
+    let has_errors = |f: &[Finding]| f.iter().any(|f| f.severity == Severity::Error);
+    let mut skipped = None;
+    if connect_too {
+        match &config {
+            Some(c) => findings.extend(connect(c).await),
+            None => {
+                skipped = Some("--connect was skipped: fix the errors above first");
+            }
+        }
+    }
+    let count = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
+    let (errors, warnings) = (count(Severity::Error), count(Severity::Warning));
+    let mut text = String::new();
+    for f in &findings {
+        text.push_str(&f.to_string());
+        text.push('\n');
+    }
+    if let Some(s) = skipped {
+        text.push_str(s);
+        text.push('\n');
+    }
+    let plural =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let summary = match (errors, warnings) {
+        (0, 0) => format!("config file {} is valid", path.display()),
+        (0, w) => format!(
+            "config file {} is valid, with {}",
+            path.display(),
+            plural(w, "warning", "warnings")
+        ),
+        (e, w) => format!(
+            "config file {}: {}, {}; fix the errors and run validate-config again",
+            path.display(),
+            plural(e, "error", "errors"),
+            plural(w, "warning", "warnings")
+        ),
+    };
+    text.push_str(&summary);
+    text.push('\n');
+    let _ = out.write_all(text.as_bytes());
+    if has_errors(&findings) {
+        crate::report::exit::CANNOT_RUN
+    } else {
+        crate::report::exit::MATCHES
+    }
+}
+
+#[cfg(test)]
+mod tests;

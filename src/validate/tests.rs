@@ -1,0 +1,221 @@
+//! The checks of `validate-config` that need no network: every problem with its key, the
+//! warnings, the shell-syntax test and the permission test.
+
+use std::os::unix::fs::PermissionsExt;
+
+use super::*;
+
+fn no_env(_: &str) -> Option<String> {
+    None
+}
+
+fn lines(findings: &[Finding]) -> Vec<String> {
+    findings.iter().map(|f| f.to_string()).collect()
+}
+
+#[test]
+fn simple_commands_pass() {
+    for command in [
+        DEFAULT_COMMAND,
+        "/usr/bin/kubectl --kubeconfig /etc/kubernetes/admin.conf get nodes -o name",
+        "sh -c 'kubectl get nodes -o name | sort'",
+        "printf 'node/a\\nnode/b\\n'",
+        "kubectl get nodes -o \"name\"",
+    ] {
+        assert_eq!(shell_syntax(command), None, "{command}");
+    }
+}
+
+#[test]
+fn shell_syntax_is_named() {
+    let cases = [
+        (
+            "kubectl get nodes -o name | grep node",
+            "uses shell syntax (a pipe or ||)",
+        ),
+        (
+            "cd /tmp; kubectl get nodes",
+            "uses shell syntax (a ;, a leading shell keyword or builtin)",
+        ),
+        ("kubectl get nodes && true", "uses shell syntax (& or &&)"),
+        (
+            "kubectl get nodes -o name 2>/dev/null",
+            "uses shell syntax (a redirection)",
+        ),
+        (
+            "kubectl get nodes --kubeconfig $(ls /etc/*.conf)",
+            "uses shell syntax (a command substitution)",
+        ),
+        (
+            "KUBECONFIG=/etc/admin.conf kubectl get nodes -o name",
+            "uses shell syntax (a leading variable assignment)",
+        ),
+        ("(kubectl get nodes)", "uses shell syntax (parentheses)"),
+    ];
+    for (command, expected) in cases {
+        assert_eq!(
+            shell_syntax(command).as_deref(),
+            Some(expected),
+            "{command}"
+        );
+    }
+}
+
+#[test]
+fn only_files_open_to_group_or_others_are_warned_about() {
+    let path = Path::new("/etc/cks-drift/secret_key");
+    assert_eq!(open_to_others("k", path, 0o100600, "holds a secret"), None);
+    assert_eq!(open_to_others("k", path, 0o100400, "holds a secret"), None);
+    assert_eq!(
+        open_to_others(
+            "cloudstack.secret_key_file",
+            path,
+            0o100640,
+            "holds a secret"
+        )
+        .map(|f| f.to_string()),
+        Some(
+            "warning: cloudstack.secret_key_file: /etc/cks-drift/secret_key holds a secret and \
+             is open to group or others (mode 0640); chmod 600 /etc/cks-drift/secret_key"
+                .to_string()
+        )
+    );
+}
+
+#[test]
+fn every_problem_is_reported_at_once_with_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display();
+    let text = format!(
+        r#"
+[cloudstack]
+url = "ftp://cloud.example.com/client/api"
+api_key = "AK"
+secret_key_file = "{d}/no-secret"
+ca_file = "{d}/no-ca.pem"
+insecure = true
+
+[ssh]
+private_key = "{d}/no-key"
+host_key_policy = "off"
+command = "kubectl get nodes -o name | sort"
+
+[check]
+grace_period = "2m"
+interval = "5"
+"#
+    );
+    let config_path = dir.path().join("cks-drift.toml");
+    std::fs::write(&config_path, &text).unwrap();
+    std::fs::set_permissions(&config_path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (findings, config) = check_text(&text, &config_path, &no_env);
+    assert!(config.is_none());
+    assert_eq!(
+        lines(&findings),
+        [
+            "error: cloudstack.url: \"ftp://cloud.example.com/client/api\" must be an http:// or https:// URL, e.g. \"https://cloud.example.com/client/api\"".to_string(),
+            format!("error: cloudstack.secret_key_file: cannot read {d}/no-secret: No such file or directory (os error 2)"),
+            "error: check.interval: \"5\" has no unit; write e.g. \"5s\" or \"5m\"".to_string(),
+            format!("error: ssh.private_key: {d}/no-key does not exist; point ssh.private_key at the management server's key or at the private half of the clusters' key pair"),
+            format!("error: cloudstack.ca_file: cannot read CA bundle {d}/no-ca.pem: No such file or directory (os error 2)"),
+            "warning: cloudstack.insecure: is true: the management server's certificate is not verified, so anything between this host and it can pose as CloudStack; set cloudstack.ca_file to the CA that signed its certificate and remove insecure".to_string(),
+            "warning: ssh.host_key_policy: is \"off\": any host key is accepted, so a machine posing as a control node is trusted; use \"accept-new\" (the default) or \"strict\"".to_string(),
+            "warning: check.grace_period: is \"2m\", under 5 minutes: VMs of a cluster being created, scaled or upgraded may be reported before the operation ends; use at least \"5m\" (the default is \"15m\")".to_string(),
+            "warning: ssh.command: \"kubectl get nodes -o name | sort\" uses shell syntax (a pipe or ||); it runs on the node as \"timeout 20s <command>\", so it must be a simple command (a program and its arguments): wrap anything else in sh -c '…' or in a script on the node".to_string(),
+        ]
+    );
+}
+
+#[test]
+fn inline_secrets_in_a_readable_config_are_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_path = dir.path().join("cks-drift.toml");
+    let key_file = dir.path().join("api_key");
+    std::fs::write(&key_file, "AK\n").unwrap();
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let text = format!(
+        "[cloudstack]\nurl = \"https://c.example/client/api\"\napi_key_file = \"{}\"\nsecret_key = \"SK\"\n",
+        key_file.display()
+    );
+    std::fs::write(&config_path, &text).unwrap();
+    std::fs::set_permissions(&config_path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (findings, _) = check_text(&text, &config_path, &no_env);
+    let c = config_path.display();
+    let k = key_file.display();
+    let warnings: Vec<String> = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Warning)
+        .map(|f| f.to_string())
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            format!(
+                "warning: cloudstack.api_key_file: {k} holds a secret and is open to group or others (mode 0644); chmod 600 {k}"
+            ),
+            format!(
+                "warning: cloudstack.secret_key: is written in {c}, which is open to group or others (mode 0644); chmod 600 {c}, or move the key to cloudstack.secret_key_file"
+            ),
+        ]
+    );
+    // A secret from the environment wins: its file is not used, so not warned about.
+    let env = |name: &str| (name == crate::config::ENV_API_KEY).then(|| "ENV".to_string());
+    let (findings, _) = check_text(&text, &config_path, &env);
+    assert!(
+        !findings
+            .iter()
+            .any(|f| f.key.as_deref() == Some("cloudstack.api_key_file")),
+        "{findings:?}"
+    );
+}
+
+#[test]
+fn strict_without_known_hosts_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let kh = dir.path().join("known_hosts");
+    let text = format!(
+        "[ssh]\nhost_key_policy = \"strict\"\nknown_hosts = \"{}\"\n",
+        kh.display()
+    );
+    let (findings, _) = check_text(&text, &dir.path().join("c.toml"), &no_env);
+    let k = kh.display();
+    assert!(
+        lines(&findings).contains(&format!(
+            "error: ssh.known_hosts: {k} does not exist and ssh.host_key_policy is \"strict\", so every control node would be refused; record the nodes' keys there (ssh-keyscan -p 2222 <endpoint address> >> {k}) or use \"accept-new\""
+        )),
+        "{findings:?}"
+    );
+}
+
+#[test]
+fn a_syntax_error_is_the_only_finding() {
+    let (findings, config) = check_text("[cloudstack\n", Path::new("c.toml"), &no_env);
+    assert!(config.is_none());
+    assert_eq!(
+        lines(&findings),
+        [
+            "error: config file c.toml is not valid TOML: TOML parse error at line 1, column 12: unclosed table, expected `]`"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn connect_waits_for_a_config_without_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(&path, "[check]\ninterval = \"5\"\n").unwrap();
+    let mut out = Vec::new();
+    let code = run(&path, true, &mut out).await;
+    let text = String::from_utf8(out).unwrap();
+    let p = path.display();
+    assert_eq!(code, 2);
+    assert_eq!(
+        text.lines().rev().take(2).collect::<Vec<_>>(),
+        [
+            format!(
+                "config file {p}: 5 errors, 0 warnings; fix the errors and run validate-config again"
+            ),
+            "--connect was skipped: fix the errors above first".to_string(),
+        ]
+    );
+}

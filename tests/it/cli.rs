@@ -1,0 +1,644 @@
+//! The `cks-drift` binary as an operator meets it: `demo`, `validate-config` on good and bad
+//! configs, `--connect` against the fake CloudStack and a real sshd, and the one-line
+//! messages (with their exit codes) of the common failures.
+
+use std::net::Ipv4Addr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cks_drift::demo::{START, Scenario};
+use cks_drift::sim::{Sim, World};
+use cks_drift::time::Timestamp;
+
+use crate::support::fake_cloudstack::FakeCloudStack;
+use crate::support::sshd::{KeyKind, Sshd, fresh_loopback, keygen};
+
+const API_KEY: &str = "cli-api-key";
+const SECRET: &str = "cli-secret-key";
+
+/// How the binary ended.
+#[derive(Debug)]
+struct Outcome {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs the binary off the async runtime (the fake CloudStack serves on it meanwhile), with
+/// no secret or log settings inherited from the environment.
+async fn cks_drift(args: &[&str]) -> Outcome {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let output = assert_cmd::Command::cargo_bin("cks-drift")
+            .expect("the cks-drift binary")
+            .args(&args)
+            .env_remove("CKS_DRIFT_API_KEY")
+            .env_remove("CKS_DRIFT_SECRET_KEY")
+            .env_remove("RUST_LOG")
+            .output()
+            .expect("run cks-drift");
+        Outcome {
+            code: output.status.code().expect("an exit code"),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    })
+    .await
+    .expect("the binary's runner")
+}
+
+fn lines(text: &str) -> Vec<&str> {
+    text.lines().collect()
+}
+
+/// Writes `cks-drift.toml` into `dir` with `mode`.
+fn write_config(dir: &Path, text: &str, mode: u32) -> PathBuf {
+    let path = dir.join("cks-drift.toml");
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    path
+}
+
+/// A complete config for `url`, keeping every file in `dir`.
+fn config_text(dir: &Path, url: &str, secret: &str, key: &Path, command: &str) -> String {
+    let d = dir.display();
+    format!(
+        r#"[cloudstack]
+url = "{url}"
+api_key = "{API_KEY}"
+secret_key = "{secret}"
+timeout = "5s"
+
+[ssh]
+private_key = "{key}"
+user = "root"
+known_hosts = "{d}/known_hosts"
+connect_timeout = "5s"
+command_timeout = "5s"
+command = "{command}"
+
+[state]
+path = "{d}/state.json"
+
+[log]
+level = "warn"
+"#,
+        key = key.display(),
+    )
+}
+
+/// A cloud with one Running cluster `web` (1 control node, 1 worker) whose endpoint is
+/// `https://<endpoint>:6443/` (none when `None`), logging in as root.
+fn cloud(endpoint: Option<Ipv4Addr>) -> (Arc<Sim>, String, Vec<String>) {
+    let mut w = World::new(Timestamp::now());
+    let owner = w.admin();
+    let id = w.add_cluster("web", owner, 1, 1, 0);
+    w.cluster_mut(&id).endpoint = match endpoint {
+        Some(ip) => format!("https://{ip}:6443/"),
+        None => String::new(),
+    };
+    let map = w.cluster(&id).unwrap().map.clone();
+    w.vm_mut(&map[0])
+        .details
+        .insert("controlNodeLoginUser".into(), "root".into());
+    let names = map
+        .iter()
+        .map(|vm| w.vm(vm).unwrap().name.clone())
+        .collect();
+    (Arc::new(Sim::new(w)), id, names)
+}
+
+/// `printf` of the node lines kubectl would print for `names`.
+fn printf_nodes(names: &[String]) -> String {
+    let lines: String = names.iter().map(|n| format!("node/{n}\\\\n")).collect();
+    format!("printf '{lines}'")
+}
+
+#[tokio::test]
+async fn demo_shows_three_cycles_and_exits_0() {
+    let out = cks_drift(&["demo"]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stderr, "");
+    let expected = Scenario::build(Timestamp::parse(START).unwrap());
+    let (destroyed_id, destroyed) = &expected.destroyed_vm;
+    let (stray_id, stray) = &expected.stray_vm;
+    let (idle_id, idle) = &expected.not_a_node_vm;
+    let ghost = &expected.ghost_node;
+    let ids: Vec<(String, String)> = expected.sim.with_world(|w| {
+        w.clusters
+            .iter()
+            .map(|c| (c.name.clone(), c.id.clone()))
+            .collect()
+    });
+    let id_of = |name: &str| ids.iter().find(|(n, _)| n == name).unwrap().1.clone();
+
+    let parts: Vec<&str> = out.stdout.split("\nCycle ").collect();
+    assert_eq!(parts.len(), 4, "{}", out.stdout);
+    let (first, second, third) = (parts[1], parts[2], parts[3]);
+
+    let first_lines = lines(first);
+    assert_eq!(first_lines[0], "1 at 2026-05-04T09:00:00Z");
+    for line in [
+        "  cks-drift check at 2026-05-04T09:00:00Z: 5 clusters (3 checked, 0 partial, 2 skipped), 4 mismatches".to_string(),
+        format!("    checked  web ({})", id_of("web")),
+        format!("    skipped  ci ({}): state Scaling: only Running and Alert clusters are checked", id_of("ci")),
+        format!("    skipped  edge ({}): ExternalManaged cluster: its VMs are not managed by CloudStack", id_of("edge")),
+        format!("    checked  analytics ({})", id_of("analytics")),
+        format!("    [new] db  mapped_vm  VM {destroyed} ({destroyed_id}, Destroyed)"),
+        format!("              VM {destroyed} ({destroyed_id}) is one of the VMs of Kubernetes cluster db in CloudStack, but is destroyed"),
+        format!("    [new] db  unmapped_vm  VM {stray} ({stray_id}, Running)"),
+        format!("              VM {stray} ({stray_id}, Running) is named as a node of Kubernetes cluster db but is not one of its VMs in CloudStack"),
+        format!("    [new] db  node_without_vm  node {ghost}"),
+        format!("              Kubernetes node {ghost} of cluster db matches no VM of the cluster in CloudStack"),
+        format!("    [new] db  vm_not_a_node  VM {idle} ({idle_id}, Running)"),
+        format!("              VM {idle} ({idle_id}) of Kubernetes cluster db is running but is not a Kubernetes node of the cluster"),
+        "4 event log lines written (events.jsonl):".to_string(),
+        format!("  WARN db: VM {destroyed} ({destroyed_id}) is one of the VMs of Kubernetes cluster db in CloudStack, but is destroyed"),
+        format!("  WARN db: Kubernetes node {ghost} of cluster db matches no VM of the cluster in CloudStack"),
+        "4 CloudStack alerts raised (generateAlert, confirmed with listAlerts):".to_string(),
+        "4 admin-only annotations added on the cluster (addAnnotation):".to_string(),
+    ] {
+        assert!(first_lines.contains(&line.as_str()), "missing {line:?} in cycle 1:\n{first}");
+    }
+    let alerts: Vec<&str> = first_lines
+        .iter()
+        .copied()
+        .filter(|l| l.starts_with("  type "))
+        .collect();
+    assert_eq!(alerts.len(), 4, "{first}");
+    assert!(
+        alerts[0].starts_with(&format!(
+            "  type 3000: Kubernetes cluster db, VM {destroyed} ({destroyed_id}): VM {destroyed}"
+        )),
+        "{}",
+        alerts[0]
+    );
+    assert!(
+        alerts[0].ends_with(&format!(
+            "[cks-drift {}/mapped_vm:{destroyed_id}]",
+            id_of("db")
+        )),
+        "{}",
+        alerts[0]
+    );
+
+    let second_lines = lines(second);
+    assert_eq!(second_lines[0], "2 at 2026-05-04T09:05:00Z");
+    assert!(
+        second_lines.contains(
+            &format!("          db  mapped_vm  VM {destroyed} ({destroyed_id}, Destroyed)")
+                .as_str()
+        ),
+        "{second}"
+    );
+    assert!(
+        second_lines
+            .contains(&"No new mismatches; 4 still open, already reported: nothing was sent."),
+        "{second}"
+    );
+    assert!(!second.contains("[new]"), "{second}");
+    assert!(
+        second.contains("The operator undoes the drift in db:"),
+        "{second}"
+    );
+
+    let third_lines = lines(third);
+    assert_eq!(third_lines[0], "3 at 2026-05-04T09:10:00Z");
+    for line in [
+        "  cks-drift check at 2026-05-04T09:10:00Z: 5 clusters (3 checked, 0 partial, 2 skipped), 0 mismatches".to_string(),
+        "2 event log lines written (events.jsonl):".to_string(),
+        "  INFO db: The VM map of Kubernetes cluster db matches the VMs of the cluster in CloudStack again".to_string(),
+        "  INFO db: The VM map of Kubernetes cluster db matches the Kubernetes nodes of the cluster again".to_string(),
+        "4 CloudStack alerts archived (archiveAlerts):".to_string(),
+        format!("  type 3000: mapped_vm:{destroyed_id}"),
+        format!("  type 3001: unmapped_vm:{stray_id}"),
+        format!("  type 3002: node_without_vm:{ghost}"),
+        format!("  type 3003: vm_not_a_node:{idle_id}"),
+        "4 annotations removed (removeAnnotation):".to_string(),
+        format!("  db: mapped_vm:{destroyed_id}"),
+    ] {
+        assert!(third_lines.contains(&line.as_str()), "missing {line:?} in cycle 3:\n{third}");
+    }
+    assert!(!third.contains("Mismatches"), "{third}");
+}
+
+#[tokio::test]
+async fn validate_config_accepts_a_good_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = keygen(&dir.path().join("id_rsa"), KeyKind::RsaPkcs1);
+    let text = config_text(
+        dir.path(),
+        "https://cloud.example.com/client/api",
+        SECRET,
+        &key,
+        "sudo -n /opt/bin/kubectl get nodes -o name",
+    );
+    let config = write_config(dir.path(), &text, 0o600);
+    let out = cks_drift(&["validate-config", "-c", config.to_str().unwrap()]).await;
+    assert_eq!(
+        (out.code, out.stdout.as_str(), out.stderr.as_str()),
+        (
+            0,
+            format!("config file {} is valid\n", config.display()).as_str(),
+            ""
+        )
+    );
+}
+
+#[tokio::test]
+async fn validate_config_lists_every_problem_with_its_key_and_a_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display();
+    let text = format!(
+        r#"[cloudstack]
+url = "cloud.example.com/client/api"
+api_key = "AK"
+secret_key = "SK"
+timeout = "30"
+insecure = true
+
+[ssh]
+private_key = "{d}"
+host_key_policy = "yes"
+
+[check]
+grace_period = "1m"
+concurency = 4
+
+[notify]
+alert_types = "10-20"
+"#
+    );
+    let config = write_config(dir.path(), &text, 0o600);
+    let out = cks_drift(&["validate-config", "-c", config.to_str().unwrap()]).await;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert_eq!(out.stderr, "");
+    let c = config.display();
+    assert_eq!(
+        lines(&out.stdout),
+        [
+            "error: check.concurency: is not a known key; [check] takes enabled, interval, initial_delay, grace_period, concurrency".to_string(),
+            "error: cloudstack.url: \"cloud.example.com/client/api\" is not a URL (relative URL without a base); e.g. \"https://cloud.example.com/client/api\"".to_string(),
+            "error: cloudstack.timeout: \"30\" has no unit; write e.g. \"30s\" or \"30m\"".to_string(),
+            "error: ssh.host_key_policy: is \"yes\"; use \"strict\", \"accept-new\" or \"off\"".to_string(),
+            "error: notify.alert_types: \"10-20\" overlaps CloudStack's own alert types (0-33 and those added later); use numbers above 100, e.g. \"3000-3999\"".to_string(),
+            format!("error: ssh.private_key: cannot read {d}; it must be a file the user cks-drift runs as can read: Is a directory (os error 21)"),
+            "warning: cloudstack.insecure: is true: the management server's certificate is not verified, so anything between this host and it can pose as CloudStack; set cloudstack.ca_file to the CA that signed its certificate and remove insecure".to_string(),
+            "warning: check.grace_period: is \"1m\", under 5 minutes: VMs of a cluster being created, scaled or upgraded may be reported before the operation ends; use at least \"5m\" (the default is \"15m\")".to_string(),
+            format!("config file {c}: 6 errors, 2 warnings; fix the errors and run validate-config again"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn validate_config_with_only_warnings_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = keygen(&dir.path().join("id_ed25519"), KeyKind::Ed25519);
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let text = config_text(
+        dir.path(),
+        "https://cloud.example.com/client/api",
+        SECRET,
+        &key,
+        "kubectl get nodes -o name | sort",
+    )
+    .replace("[cloudstack]\n", "[cloudstack]\ninsecure = true\n")
+    .replace(
+        "user = \"root\"",
+        "user = \"root\"\nhost_key_policy = \"off\"",
+    ) + "\n[check]\ngrace_period = \"2m\"\n";
+    let config = write_config(dir.path(), &text, 0o644);
+    let out = cks_drift(&["validate-config", "-c", config.to_str().unwrap()]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let (c, k) = (config.display(), key.display());
+    assert_eq!(
+        lines(&out.stdout),
+        [
+            "warning: cloudstack.insecure: is true: the management server's certificate is not verified, so anything between this host and it can pose as CloudStack; set cloudstack.ca_file to the CA that signed its certificate and remove insecure".to_string(),
+            "warning: ssh.host_key_policy: is \"off\": any host key is accepted, so a machine posing as a control node is trusted; use \"accept-new\" (the default) or \"strict\"".to_string(),
+            "warning: check.grace_period: is \"2m\", under 5 minutes: VMs of a cluster being created, scaled or upgraded may be reported before the operation ends; use at least \"5m\" (the default is \"15m\")".to_string(),
+            "warning: ssh.command: \"kubectl get nodes -o name | sort\" uses shell syntax (a pipe or ||); it runs on the node as \"timeout 5s <command>\", so it must be a simple command (a program and its arguments): wrap anything else in sh -c '…' or in a script on the node".to_string(),
+            format!("warning: cloudstack.api_key: is written in {c}, which is open to group or others (mode 0644); chmod 600 {c}, or move the key to cloudstack.api_key_file"),
+            format!("warning: cloudstack.secret_key: is written in {c}, which is open to group or others (mode 0644); chmod 600 {c}, or move the key to cloudstack.secret_key_file"),
+            format!("warning: ssh.private_key: {k} is a private key and is open to group or others (mode 0644); chmod 600 {k}"),
+            format!("config file {c} is valid, with 7 warnings"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn validate_config_connect_reaches_the_api_and_a_control_node() {
+    let sshd = Sshd::start_at(fresh_loopback(), 2222);
+    let (sim, _, names) = cloud(Some(sshd.ip()));
+    let fake = FakeCloudStack::start(sim, API_KEY, SECRET).await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(
+        dir.path(),
+        &fake.url(),
+        SECRET,
+        sshd.client_key(),
+        &printf_nodes(&names),
+    );
+    let config = write_config(dir.path(), &text, 0o600);
+    let out = cks_drift(&[
+        "validate-config",
+        "-c",
+        config.to_str().unwrap(),
+        "--connect",
+    ])
+    .await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        lines(&out.stdout),
+        [
+            format!(
+                "ok: cloudstack API: {} accepted the keys and answered listKubernetesClusters (1 cluster)",
+                fake.url()
+            ),
+            format!(
+                "ok: ssh: cluster web, root@{}:2222: ssh.command listed 2 nodes",
+                sshd.ip()
+            ),
+            format!("config file {} is valid", config.display()),
+        ]
+    );
+    // accept-new learned the node's key.
+    let learned = std::fs::read_to_string(dir.path().join("known_hosts")).unwrap();
+    assert!(
+        learned.starts_with(&format!("[{}]:2222 ", sshd.ip())),
+        "{learned}"
+    );
+}
+
+#[tokio::test]
+async fn validate_config_connect_names_a_wrong_secret() {
+    let (sim, _, _) = cloud(Some(Ipv4Addr::LOCALHOST));
+    let fake = FakeCloudStack::start(sim.clone(), API_KEY, SECRET).await;
+    let dir = tempfile::tempdir().unwrap();
+    let key = keygen(&dir.path().join("id_rsa"), KeyKind::RsaPkcs1);
+    let text = config_text(dir.path(), &fake.url(), "not-the-secret", &key, "true");
+    let config = write_config(dir.path(), &text, 0o600);
+    let out = cks_drift(&[
+        "validate-config",
+        "-c",
+        config.to_str().unwrap(),
+        "--connect",
+    ])
+    .await;
+    assert_eq!(out.code, 2, "{out:?}");
+    let url = fake.url();
+    assert_eq!(
+        lines(&out.stdout),
+        [
+            format!(
+                "error: cloudstack API (credentials): cloudstack at {url} refused listKubernetesClusters with HTTP 401 (unable to verify user credentials and/or request signature); check cloudstack.api_key and cloudstack.secret_key (or CKS_DRIFT_API_KEY and CKS_DRIFT_SECRET_KEY), that this host's clock is right (requests expire), that the account and user are enabled, and that the key's role may call listKubernetesClusters"
+            ),
+            format!(
+                "config file {}: 1 error, 0 warnings; fix the errors and run validate-config again",
+                config.display()
+            ),
+        ]
+    );
+    // Refused at authentication: the simulated server never ran a command.
+    assert_eq!(sim.calls().len(), 0);
+}
+
+#[tokio::test]
+async fn validate_config_connect_names_a_changed_host_key() {
+    let sshd = Sshd::start_at(fresh_loopback(), 2222);
+    let (sim, _, _) = cloud(Some(sshd.ip()));
+    let fake = FakeCloudStack::start(sim, API_KEY, SECRET).await;
+    let dir = tempfile::tempdir().unwrap();
+    // The key recorded for the node is not the one it presents (the node was rebuilt).
+    let other = keygen(&dir.path().join("other"), KeyKind::Ed25519);
+    let other = std::fs::read_to_string(other.with_extension("pub")).unwrap();
+    let other: Vec<&str> = other.split_whitespace().take(2).collect();
+    let known_hosts = dir.path().join("known_hosts");
+    let host = format!("[{}]:2222", sshd.ip());
+    std::fs::write(&known_hosts, format!("{host} {}\n", other.join(" "))).unwrap();
+    let text = config_text(
+        dir.path(),
+        &fake.url(),
+        SECRET,
+        sshd.client_key(),
+        "echo node/a",
+    );
+    let config = write_config(dir.path(), &text, 0o600);
+    let out = cks_drift(&[
+        "validate-config",
+        "-c",
+        config.to_str().unwrap(),
+        "--connect",
+    ])
+    .await;
+    assert_eq!(out.code, 2, "{out:?}");
+    let (ip, kh) = (sshd.ip(), known_hosts.display());
+    assert_eq!(
+        lines(&out.stdout)[1],
+        format!(
+            "error: ssh (host key): cluster web, root@{ip}:2222: host key of {ip}:2222 (ssh-ed25519) does not match the one recorded at {kh}:1; if the node was rebuilt, remove the stale entry (ssh-keygen -R '{host}' -f {kh})"
+        )
+    );
+}
+
+#[tokio::test]
+async fn validate_config_connect_does_not_try_ssh_without_an_endpoint() {
+    let (sim, id, _) = cloud(None);
+    let fake = FakeCloudStack::start(sim, API_KEY, SECRET).await;
+    let dir = tempfile::tempdir().unwrap();
+    let key = keygen(&dir.path().join("id_rsa"), KeyKind::RsaPkcs1);
+    let text = config_text(dir.path(), &fake.url(), SECRET, &key, "true");
+    let config = write_config(dir.path(), &text, 0o600);
+    let out = cks_drift(&[
+        "validate-config",
+        "-c",
+        config.to_str().unwrap(),
+        "--connect",
+    ])
+    .await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        lines(&out.stdout)[1..],
+        [
+            format!(
+                "warning: ssh: cluster web ({id}): the cluster has no endpoint address to reach its control node over SSH; CloudStack records one when the cluster first starts, so until then only its VM map and VMs are compared; SSH was not tried"
+            ),
+            format!("config file {} is valid, with 1 warning", config.display()),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_missing_config_file_is_one_line_and_exit_2() {
+    for command in ["check", "validate-config"] {
+        let out = cks_drift(&[command, "-c", "/nonexistent/cks-drift.toml"]).await;
+        assert_eq!(out.code, 2, "{command}: {out:?}");
+        let message = "cannot read config file /nonexistent/cks-drift.toml: no such file; pass the right path with -c, or start from config/cks-drift.toml";
+        let (stream, expected) = match command {
+            "check" => (&out.stderr, format!("cks-drift: {message}\n")),
+            _ => (
+                &out.stdout,
+                format!(
+                    "error: {message}\nconfig file /nonexistent/cks-drift.toml: 1 error, 0 warnings; fix the errors and run validate-config again\n"
+                ),
+            ),
+        };
+        assert_eq!(stream, &expected, "{command}");
+    }
+}
+
+#[tokio::test]
+async fn a_bad_url_is_one_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = keygen(&dir.path().join("id_rsa"), KeyKind::RsaPkcs1);
+    let text = config_text(
+        dir.path(),
+        "cloud.example.com/client/api",
+        SECRET,
+        &key,
+        "true",
+    );
+    let config = write_config(dir.path(), &text, 0o600);
+    let out = cks_drift(&["check", "-c", config.to_str().unwrap(), "--no-notify"]).await;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert_eq!(
+        out.stderr,
+        format!(
+            "cks-drift: config file {}: cloudstack.url: \"cloud.example.com/client/api\" is not a URL (relative URL without a base); e.g. \"https://cloud.example.com/client/api\"\n",
+            config.display()
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_url_that_is_not_the_api_is_named() {
+    let (sim, _, _) = cloud(None);
+    let fake = FakeCloudStack::start(sim, API_KEY, SECRET).await;
+    let dir = tempfile::tempdir().unwrap();
+    let key = keygen(&dir.path().join("id_rsa"), KeyKind::RsaPkcs1);
+    let base = fake.url().trim_end_matches("/client/api").to_string();
+    let address = base.trim_start_matches("http://").to_string();
+
+    // The right server, the wrong path.
+    let wrong_path = format!("{base}/client");
+    let text = config_text(dir.path(), &wrong_path, SECRET, &key, "true");
+    let config = write_config(dir.path(), &text, 0o600);
+    let out = cks_drift(&["check", "-c", config.to_str().unwrap(), "--no-notify"]).await;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert_eq!(
+        out.stderr,
+        format!(
+            "cks-drift: cannot list Kubernetes clusters: cloudstack command listKubernetesClusters got an unexpected HTTP 404 answer: (empty body); {wrong_path} does not answer as CloudStack's API: cloudstack.url must be the API endpoint, e.g. \"https://cloud.example.com/client/api\" (endpoint)\n"
+        )
+    );
+
+    // https:// to a port that speaks plain HTTP.
+    let https = format!("https://{address}/client/api");
+    let text = config_text(dir.path(), &https, SECRET, &key, "true");
+    let config = write_config(dir.path(), &text, 0o600);
+    let out = cks_drift(&["check", "-c", config.to_str().unwrap(), "--no-notify"]).await;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert_eq!(
+        out.stderr,
+        format!(
+            "cks-drift: cannot list Kubernetes clusters: TLS with {address} failed: received corrupt message of type InvalidContentType; if a private CA signed the management server's certificate, set cloudstack.ca_file to it; if the port speaks plain HTTP, use an http:// URL (TLS)\n"
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_secret_is_one_line_and_exit_2() {
+    let (sim, _, _) = cloud(None);
+    let fake = FakeCloudStack::start(sim, API_KEY, SECRET).await;
+    let dir = tempfile::tempdir().unwrap();
+    let key = keygen(&dir.path().join("id_rsa"), KeyKind::RsaPkcs1);
+    let text = config_text(dir.path(), &fake.url(), "not-the-secret", &key, "true");
+    let config = write_config(dir.path(), &text, 0o600);
+    let out = cks_drift(&["check", "-c", config.to_str().unwrap(), "--no-notify"]).await;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert_eq!(
+        out.stderr,
+        format!(
+            "cks-drift: cannot list Kubernetes clusters: cloudstack at {url} refused listKubernetesClusters with HTTP 401 (unable to verify user credentials and/or request signature); check cloudstack.api_key and cloudstack.secret_key (or CKS_DRIFT_API_KEY and CKS_DRIFT_SECRET_KEY), that this host's clock is right (requests expire), that the account and user are enabled, and that the key's role may call listKubernetesClusters (credentials)\n",
+            url = fake.url()
+        )
+    );
+    assert!(!out.stderr.contains("not-the-secret"));
+}
+
+#[tokio::test]
+async fn an_unreadable_key_is_one_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    // A directory: unreadable as a file even for root.
+    let key = dir.path().join("keys");
+    std::fs::create_dir(&key).unwrap();
+    let text = config_text(
+        dir.path(),
+        "https://cloud.example.com/client/api",
+        SECRET,
+        &key,
+        "true",
+    );
+    let config = write_config(dir.path(), &text, 0o600);
+    let out = cks_drift(&["check", "-c", config.to_str().unwrap(), "--no-notify"]).await;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert_eq!(
+        out.stderr,
+        format!(
+            "cks-drift: ssh.private_key: cannot read {}; it must be a file the user cks-drift runs as can read: Is a directory (os error 21)\n",
+            key.display()
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_changed_host_key_makes_the_cluster_partial_with_exit_3() {
+    let sshd = Sshd::start_at(fresh_loopback(), 2222);
+    let (sim, id, names) = cloud(Some(sshd.ip()));
+    let fake = FakeCloudStack::start(sim, API_KEY, SECRET).await;
+    let dir = tempfile::tempdir().unwrap();
+    let other = keygen(&dir.path().join("other"), KeyKind::Ed25519);
+    let other = std::fs::read_to_string(other.with_extension("pub")).unwrap();
+    let other: Vec<&str> = other.split_whitespace().take(2).collect();
+    let known_hosts = dir.path().join("known_hosts");
+    let host = format!("[{}]:2222", sshd.ip());
+    std::fs::write(&known_hosts, format!("{host} {}\n", other.join(" "))).unwrap();
+    let text = config_text(
+        dir.path(),
+        &fake.url(),
+        SECRET,
+        sshd.client_key(),
+        &printf_nodes(&names),
+    );
+    let config = write_config(dir.path(), &text, 0o600);
+    let out = cks_drift(&["check", "-c", config.to_str().unwrap(), "--no-notify"]).await;
+    assert_eq!(out.code, 3, "{out:?}");
+    let (ip, kh) = (sshd.ip(), known_hosts.display());
+    assert!(
+        lines(&out.stdout).contains(&format!(
+            "  partial  web ({id}): nodes not listed: host key of {ip}:2222 (ssh-ed25519) does not match the one recorded at {kh}:1; if the node was rebuilt, remove the stale entry (ssh-keygen -R '{host}' -f {kh})"
+        ).as_str()),
+        "{}",
+        out.stdout
+    );
+}
+
+#[tokio::test]
+async fn a_cluster_without_endpoint_is_partial_with_exit_3() {
+    let (sim, id, _) = cloud(None);
+    let fake = FakeCloudStack::start(sim, API_KEY, SECRET).await;
+    let dir = tempfile::tempdir().unwrap();
+    let key = keygen(&dir.path().join("id_rsa"), KeyKind::RsaPkcs1);
+    let text = config_text(dir.path(), &fake.url(), SECRET, &key, "true");
+    let config = write_config(dir.path(), &text, 0o600);
+    let out = cks_drift(&["check", "-c", config.to_str().unwrap(), "--no-notify"]).await;
+    assert_eq!(out.code, 3, "{out:?}");
+    assert!(
+        lines(&out.stdout).contains(&format!(
+            "  partial  web ({id}): nodes not listed: the cluster has no endpoint address to reach its control node over SSH; CloudStack records one when the cluster first starts, so until then only its VM map and VMs are compared"
+        ).as_str()),
+        "{}",
+        out.stdout
+    );
+}
