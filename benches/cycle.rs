@@ -2,24 +2,38 @@
 //! API call and per node listing, side by side with the sequential cron-style script an
 //! operator would otherwise run.
 //!
-//! `cargo bench --bench cycle [SIZES...]` (default sizes: 100 500 2000 clusters). Every
-//! measurement runs in a child process (this binary re-executed with `--child`), so each
-//! size's peak RSS is its own. Tests of the cycle's behaviour do not belong here.
+//! `cargo bench --bench cycle [SIZES...] [--concurrency N]` (default sizes: 100 500 2000
+//! clusters). Each measurement takes two child processes (this binary re-executed with
+//! `--child`): one serves the simulated cloud over HTTP on 127.0.0.1, the other runs the
+//! checker against it through the real client, so the peak RSS measured is the checker's
+//! alone and each size's is its own. Tests of the cycle's behaviour do not belong here.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use cks_drift::cloudstack::client::{Client, ClientOptions};
-use cks_drift::cloudstack::model::KubernetesCluster;
+use cks_drift::cloudstack::client::Client;
+use cks_drift::cloudstack::model::{KubernetesCluster, VirtualMachine};
+use cks_drift::config::{CloudStackSettings, Secret};
 use cks_drift::cycle::{ClusterStatus, CycleSettings, endpoint_host, run_cycle, ssh_port};
 use cks_drift::diff::Policy;
 use cks_drift::remote::{NodeListError, NodeListFuture, NodeLister, SshTarget};
-use cks_drift::sim::{ClusterSpec, NetworkLayout, Sim, SimOwner, SimTransport, World};
+use cks_drift::sim::{ClusterSpec, NetworkLayout, Sim, SimOwner, World};
 use cks_drift::time::Timestamp;
 use serde_json::{Value, json};
+
+#[allow(dead_code)]
+#[path = "../tests/it/support/fake_cloudstack.rs"]
+mod fake_cloudstack;
+
+use fake_cloudstack::FakeCloudStack;
+
+/// The key pair the simulated cloud accepts.
+const API_KEY: &str = "bench-api-key";
+const SECRET_KEY: &str = "bench-secret-key";
 
 /// Latency added to every API call (before the simulator answers).
 const API_LATENCY: Duration = Duration::from_millis(20);
@@ -31,8 +45,9 @@ const REFUSED_AFTER: Duration = Duration::from_millis(1);
 const FREE_VMS: usize = 20_000;
 /// Clusters whose control node answers SSH in the refusing world.
 const ANSWERING: usize = 50;
-/// `check.concurrency`'s default.
-const CONCURRENCY: usize = 8;
+/// `check.concurrency` unless `--concurrency N` says otherwise (the configuration's default
+/// is 8; a cloud of thousands of clusters wants more).
+const DEFAULT_CONCURRENCY: usize = 32;
 /// The cron-style script runs for sizes up to this; beyond, its time is extrapolated.
 const SCRIPT_MAX_CLUSTERS: usize = 500;
 /// The simulated clock of every world.
@@ -66,25 +81,44 @@ impl Ssh {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("--child") {
-        let (mode, n, ssh) = match &args[1..] {
-            [mode, n, ssh] => (mode.as_str(), n.parse().expect("cluster count"), ssh),
-            _ => panic!("usage: --child cycle|script CLUSTERS answers|most-refuse"),
-        };
-        let ssh = Ssh::parse(ssh).expect("answers or most-refuse");
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
             .expect("tokio runtime");
-        let out = runtime.block_on(child(mode, n, ssh));
-        println!("{out}");
+        match &args[1..] {
+            [mode, n, ssh, nodes] if mode == "serve" => {
+                let ssh = Ssh::parse(ssh).expect("answers or most-refuse");
+                runtime.block_on(serve(n.parse().expect("cluster count"), ssh, nodes));
+            }
+            [mode, c, url, nodes] => {
+                let out =
+                    runtime.block_on(measure(mode, c.parse().expect("concurrency"), url, nodes));
+                println!("{out}");
+            }
+            _ => panic!(
+                "usage: --child serve CLUSTERS SSH NODES | --child cycle|script CONCURRENCY URL NODES"
+            ),
+        }
         return;
     }
     // `cargo bench` passes `--bench`; sizes are the plain numbers.
-    let mut sizes: Vec<usize> = args.iter().filter_map(|a| a.parse().ok()).collect();
+    let mut concurrency = DEFAULT_CONCURRENCY;
+    let mut sizes: Vec<usize> = Vec::new();
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        if arg == "--concurrency" {
+            concurrency = args
+                .next()
+                .and_then(|c| c.parse().ok())
+                .expect("--concurrency N");
+        } else if let Ok(n) = arg.parse() {
+            sizes.push(n);
+        }
+    }
     if sizes.is_empty() {
         sizes = vec![100, 500, 2000];
     }
-    parent(&sizes);
+    parent(&sizes, concurrency);
 }
 
 /// The world of `n` clusters: 3 to 5 VMs each (one control node; two or three workers; an
@@ -138,28 +172,65 @@ struct SimulatedSsh {
     sessions: AtomicU64,
 }
 
-impl SimulatedSsh {
-    fn new(world: &World, ssh: Ssh) -> SimulatedSsh {
-        let mut nodes = HashMap::new();
-        let mut hosts = Vec::new();
-        for c in &world.clusters {
-            let host = endpoint_host(Some(&c.endpoint)).expect("cluster endpoint");
-            let names = c
-                .map
-                .iter()
-                .filter_map(|id| world.vms.iter().find(|vm| &vm.id == id))
-                .map(|vm| vm.name.to_lowercase())
-                .collect();
-            hosts.push(host.clone());
-            nodes.insert(host, names);
+/// What the simulated SSH needs to know of a world: each control node's node names, and
+/// which control nodes answer (`null`: all).
+fn ssh_view(world: &World, ssh: Ssh) -> Value {
+    let vm_names: HashMap<&str, &str> = world
+        .vms
+        .iter()
+        .map(|vm| (vm.id.as_str(), vm.name.as_str()))
+        .collect();
+    let mut nodes = serde_json::Map::new();
+    let mut hosts = Vec::new();
+    for c in &world.clusters {
+        let host = endpoint_host(Some(&c.endpoint)).expect("cluster endpoint");
+        let names: Vec<String> = c
+            .map
+            .iter()
+            .filter_map(|id| vm_names.get(id.as_str()))
+            .map(|name| name.to_lowercase())
+            .collect();
+        hosts.push(host.clone());
+        nodes.insert(host, json!(names));
+    }
+    let answering = match ssh {
+        Ssh::Answers => Value::Null,
+        Ssh::MostRefuse => {
+            let step = (hosts.len() / ANSWERING).max(1);
+            json!(
+                hosts
+                    .into_iter()
+                    .step_by(step)
+                    .take(ANSWERING)
+                    .collect::<Vec<_>>()
+            )
         }
-        let answering = match ssh {
-            Ssh::Answers => None,
-            Ssh::MostRefuse => {
-                let step = (hosts.len() / ANSWERING).max(1);
-                Some(hosts.into_iter().step_by(step).take(ANSWERING).collect())
-            }
-        };
+    };
+    json!({ "nodes": nodes, "answering": answering })
+}
+
+impl SimulatedSsh {
+    fn from_view(view: &Value) -> SimulatedSsh {
+        let nodes = view["nodes"]
+            .as_object()
+            .expect("nodes")
+            .iter()
+            .map(|(host, names)| {
+                let names = names
+                    .as_array()
+                    .expect("names")
+                    .iter()
+                    .filter_map(|n| n.as_str().map(str::to_string))
+                    .collect();
+                (host.clone(), names)
+            })
+            .collect();
+        let answering = view["answering"].as_array().map(|hosts| {
+            hosts
+                .iter()
+                .filter_map(|h| h.as_str().map(str::to_string))
+                .collect()
+        });
         SimulatedSsh {
             nodes,
             answering,
@@ -192,6 +263,23 @@ impl NodeLister for SimulatedSsh {
     }
 }
 
+/// User and system CPU time of this process, in seconds (`/proc/self/stat`, in ticks of
+/// 1/100 s).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("read /proc/self/stat");
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // utime and stime are fields 14 and 15, i.e. 12 and 13 after the command name.
+    (ticks(11) + ticks(12)) as f64 / 100.0
+}
+
 /// `VmHWM` or `VmRSS` of this process, in KiB.
 fn proc_status_kib(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
@@ -210,26 +298,62 @@ fn calls_by_command(api: &Client) -> BTreeMap<String, u64> {
     calls
 }
 
-/// One measurement in this process; returns its figures as one JSON object.
-async fn child(mode: &str, n: usize, ssh: Ssh) -> Value {
+/// The simulated cloud of `n` clusters over HTTP, with [`API_LATENCY`] per call: writes what
+/// the simulated SSH needs to `nodes`, prints the API's URL and the world's size as one JSON
+/// line, serves until its standard input closes, then prints the CPU time it used.
+async fn serve(n: usize, ssh: Ssh, nodes: &str) {
     let world = build_world(n);
-    let vms = world.vms.len();
-    let networks = world.networks.len();
-    let lister = Arc::new(SimulatedSsh::new(&world, ssh));
+    std::fs::write(nodes, ssh_view(&world, ssh).to_string()).expect("write the node view");
+    let (vms, networks) = (world.vms.len(), world.networks.len());
     let sim = Arc::new(Sim::new(world));
     sim.set_latency(API_LATENCY);
-    let api = Client::with_transport(
-        Arc::new(SimTransport(sim.clone())),
-        ClientOptions::default(),
+    let server = FakeCloudStack::start(sim, API_KEY, SECRET_KEY).await;
+    println!(
+        "{}",
+        json!({ "url": server.url(), "vms": vms, "networks": networks })
     );
-    let rss_before = proc_status_kib("VmRSS");
+    tokio::task::spawn_blocking(|| {
+        let mut rest = Vec::new();
+        std::io::stdin().read_to_end(&mut rest)
+    })
+    .await
+    .expect("wait for the end")
+    .expect("read standard input");
+    println!("{}", json!({ "server_cpu_s": cpu_seconds() }));
+}
+
+/// One measurement of the checker (`cycle`) or of the cron-style script (`script`) against the
+/// API at `url`; returns its figures as one JSON object.
+async fn measure(mode: &str, concurrency: usize, url: &str, nodes: &str) -> Value {
+    // `BENCH_LOG=cks_drift=debug` shows what the checker does, with timestamps, on stderr.
+    if let Ok(filter) = std::env::var("BENCH_LOG") {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .init();
+    }
+    let rss_start = proc_status_kib("VmRSS");
+    let view: Value = serde_json::from_str(&std::fs::read_to_string(nodes).expect("node view"))
+        .expect("node view JSON");
+    let lister = Arc::new(SimulatedSsh::from_view(&view));
+    drop(view);
+    let settings = CloudStackSettings {
+        url: url.to_string(),
+        api_key: Secret::new(API_KEY),
+        secret_key: Secret::new(SECRET_KEY),
+        timeout: Duration::from_secs(60),
+        ca_file: None,
+        insecure: false,
+        page_size: 500,
+    };
+    let api = Client::new(&settings).expect("API client");
     let started = Instant::now();
     let mut out = json!({});
     match mode {
         "cycle" => {
             let settings = CycleSettings {
                 policy: Policy::default(),
-                concurrency: CONCURRENCY,
+                concurrency,
                 default_user: "cloud".to_string(),
             };
             let report = run_cycle(
@@ -260,24 +384,17 @@ async fn child(mode: &str, n: usize, ssh: Ssh) -> Value {
         }
         other => panic!("unknown mode {other}"),
     }
-    let wall = started.elapsed();
+    out["wall_s"] = json!(started.elapsed().as_secs_f64());
     out["mode"] = json!(mode);
-    out["ssh"] = json!(ssh.name());
-    out["clusters"] = json!(n);
-    out["vms"] = json!(vms);
-    out["networks"] = json!(networks);
-    out["wall_s"] = json!(wall.as_secs_f64());
     out["calls"] = json!(calls_by_command(&api));
     out["ssh_attempts"] = json!(lister.attempts.load(Ordering::Relaxed));
     out["ssh_sessions"] = json!(lister.sessions.load(Ordering::Relaxed));
-    out["rss_before_kib"] = json!(rss_before);
+    out["rss_start_kib"] = json!(rss_start);
     out["hwm_kib"] = json!(proc_status_kib("VmHWM"));
-    out["page_concurrency"] = json!(PAGE_CONCURRENCY);
+    out["page_concurrency"] = json!(api.options().page_concurrency);
+    out["concurrency"] = json!(concurrency);
     out
 }
-
-/// Pages in flight per listing in the client.
-const PAGE_CONCURRENCY: usize = 1;
 
 /// What an operator would put in cron: list the clusters, then for each cluster in turn, list
 /// its owner's VMs by keyword and run the node listing. Returns (clusters, listings that
@@ -302,7 +419,7 @@ async fn cron_script(api: &Client, lister: &dyn NodeLister) -> (usize, usize) {
             }
             _ => {}
         }
-        let vms: Vec<cks_drift::cloudstack::model::VirtualMachine> = api
+        let vms: Vec<VirtualMachine> = api
             .list("listVirtualMachines", "virtualmachine", &params)
             .await
             .expect("list VMs by keyword");
@@ -319,13 +436,40 @@ async fn cron_script(api: &Client, lister: &dyn NodeLister) -> (usize, usize) {
     (clusters.len(), answered)
 }
 
-fn run_child(mode: &str, n: usize, ssh: Ssh) -> Value {
+/// One measurement: a server process for the world, a checker process against it.
+fn run_child(mode: &str, n: usize, ssh: Ssh, concurrency: usize) -> Value {
     let exe = std::env::current_exe().expect("this binary's path");
-    let output = Command::new(exe)
-        .args(["--child", mode, &n.to_string(), ssh.name()])
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let nodes = dir.path().join("nodes.json");
+    let nodes = nodes.to_str().expect("UTF-8 path");
+    let mut server = Command::new(&exe)
+        .args(["--child", "serve", &n.to_string(), ssh.name(), nodes])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the simulated cloud");
+    let mut server_out = BufReader::new(server.stdout.take().expect("server stdout"));
+    let mut line = String::new();
+    server_out
+        .read_line(&mut line)
+        .expect("server's first line");
+    let world: Value = serde_json::from_str(line.trim()).expect("server's URL and world");
+    let url = world["url"].as_str().expect("URL");
+
+    let output = Command::new(&exe)
+        .args(["--child", mode, &concurrency.to_string(), url, nodes])
         .stderr(Stdio::inherit())
         .output()
         .expect("run the measurement");
+    drop(server.stdin.take());
+    line.clear();
+    server_out.read_line(&mut line).expect("server's last line");
+    let server_cpu: Value = serde_json::from_str(line.trim()).expect("server's CPU time");
+    assert!(
+        server.wait().expect("server exit").success(),
+        "the server failed"
+    );
     assert!(
         output.status.success(),
         "{mode} {n} {} failed: {}",
@@ -333,7 +477,13 @@ fn run_child(mode: &str, n: usize, ssh: Ssh) -> Value {
         output.status
     );
     let text = String::from_utf8_lossy(&output.stdout);
-    serde_json::from_str(text.trim()).expect("the measurement's figures")
+    let mut m: Value = serde_json::from_str(text.trim()).expect("the measurement's figures");
+    m["ssh"] = json!(ssh.name());
+    m["clusters"] = json!(n);
+    m["vms"] = world["vms"].clone();
+    m["networks"] = world["networks"].clone();
+    m["server_cpu_s"] = server_cpu["server_cpu_s"].clone();
+    m
 }
 
 fn f(v: &Value, key: &str) -> f64 {
@@ -355,28 +505,31 @@ fn rounds(rows: u64, page_concurrency: u64) -> u64 {
     1 + (pages - 1).div_ceil(page_concurrency.max(1))
 }
 
-/// The floor of a cycle, in seconds, and how it is made up.
+/// The floor of a cycle, in seconds, and how it is made up. The cycle's chain of dependent
+/// steps: clusters and networks (read together), then the node listings while the VMs are
+/// read, then the clusters again. Each listing takes its first page, then its other pages
+/// `page_concurrency` at a time; the node listings take
+/// `listings x time / concurrency` (and at least one listing's time).
 fn floor(m: &Value) -> (f64, String) {
     let pc = u(m, "page_concurrency");
+    let latency = API_LATENCY.as_secs_f64();
     let clusters = u(m, "clusters");
-    let first = rounds(clusters, pc)
-        .max(rounds(u(m, "vms"), pc))
-        .max(rounds(u(m, "networks"), pc));
+    let first = rounds(clusters, pc).max(rounds(u(m, "networks"), pc));
+    let vms = rounds(u(m, "vms"), pc);
     let again = rounds(clusters, pc);
-    let chain = first + again;
-    let api = chain as f64 * API_LATENCY.as_secs_f64();
     let answering = u(m, "ssh_sessions");
     let refused = u(m, "ssh_attempts") - answering;
     let node_total = answering as f64 * NODE_LISTING.as_secs_f64()
         + refused as f64 * REFUSED_AFTER.as_secs_f64();
-    let nodes = (node_total / CONCURRENCY as f64).max(if answering > 0 {
+    let nodes = (node_total / u(m, "concurrency") as f64).max(if answering > 0 {
         NODE_LISTING.as_secs_f64()
     } else {
-        0.0
+        REFUSED_AFTER.as_secs_f64()
     });
+    let middle = nodes.max(vms as f64 * latency);
     (
-        api + nodes,
-        format!("{first}+{again} round trips x 20 ms + {nodes:.2} s of node listings"),
+        (first + again) as f64 * latency + middle,
+        format!("({first}+{again}) x 20 ms + max(nodes {nodes:.2} s, VMs {vms} x 20 ms)"),
     )
 }
 
@@ -390,12 +543,14 @@ fn calls_text(m: &Value) -> (u64, String) {
     (total, parts.join(" "))
 }
 
-fn parent(sizes: &[usize]) {
-    println!("cks-drift cycle benchmark ({})", Timestamp::now());
+fn parent(sizes: &[usize], concurrency: usize) {
+    println!("cks-drift cycle benchmark, {}", Timestamp::now());
     println!(
-        "API: the simulated CloudStack in process, {} ms injected per call, pages of 500; \
-         node listings: simulated SSH (a node lister that sleeps {} ms, or refuses after {} ms; \
-         no sshd); check.concurrency {CONCURRENCY}; {FREE_VMS} VMs in no cluster.",
+        "API: the simulated CloudStack served over HTTP on 127.0.0.1 by another process, read \
+         through the real client; {} ms injected per call, pages of 500. \
+         Node listings: simulated SSH, no sshd (a node lister that sleeps {} ms, or refuses \
+         after {} ms). check.concurrency {concurrency}. Worlds: N clusters of 3-5 VMs plus \
+         {FREE_VMS} VMs in no cluster.",
         API_LATENCY.as_millis(),
         NODE_LISTING.as_millis(),
         REFUSED_AFTER.as_millis()
@@ -403,36 +558,55 @@ fn parent(sizes: &[usize]) {
     println!();
     let mut cycles = Vec::new();
     for &n in sizes {
-        let m = run_child("cycle", n, Ssh::Answers);
+        let m = run_child("cycle", n, Ssh::Answers, concurrency);
         assert_eq!(u(&m, "checked") as usize, n, "every cluster checked: {m}");
         assert_eq!(u(&m, "mismatches"), 0, "a consistent world: {m}");
         cycles.push(m);
     }
     println!(
-        "{:>8} {:>6} {:>8} {:>8} {:>6} {:>5} {:>6} {:>6} {:>8} {:>8}  calls by command / floor",
-        "clusters", "VMs", "wall s", "floor s", "w/f", "calls", "budget", "ssh", "RSS MiB", "world"
+        "{:>8} {:>6} {:>7} {:>7} {:>5} {:>5} {:>6} {:>5} {:>7} {:>9}",
+        "clusters",
+        "VMs",
+        "wall s",
+        "floor s",
+        "w/f",
+        "calls",
+        "budget",
+        "ssh",
+        "RSS MiB",
+        "srv CPU s"
     );
     for m in &cycles {
-        let (fl, how) = floor(m);
-        let (total, by) = calls_text(m);
-        let budget = u(m, "vms").div_ceil(500) + u(m, "clusters").div_ceil(500) + 10;
+        let (fl, _) = floor(m);
+        let (total, _) = calls_text(m);
         println!(
-            "{:>8} {:>6} {:>8.2} {:>8.2} {:>6.2} {:>5} {:>6} {:>6} {:>8.1} {:>8.1}  {by} / {how}",
+            "{:>8} {:>6} {:>7.2} {:>7.2} {:>5.2} {:>5} {:>6} {:>5} {:>7.1} {:>9.2}",
             u(m, "clusters"),
             u(m, "vms"),
             f(m, "wall_s"),
             fl,
             f(m, "wall_s") / fl,
             total,
-            budget,
+            budget(m),
             u(m, "ssh_sessions"),
             mib(u(m, "hwm_kib")),
-            mib(u(m, "rss_before_kib")),
+            f(m, "server_cpu_s"),
+        );
+    }
+    println!();
+    for m in &cycles {
+        println!(
+            "{:>8} clusters: calls {}; floor {}",
+            u(m, "clusters"),
+            calls_text(m).1,
+            floor(m).1
         );
     }
     println!(
-        "(RSS MiB: peak of the whole process, the simulated cloud included; world: RSS once \
-         the simulated cloud was built, before the cycle)"
+        "RSS MiB: peak (VmHWM) of the checker's process, which holds the client, the cycle and \
+         the simulated node lister, not the simulated cloud. srv CPU s: CPU time of the \
+         simulated cloud's process (building the world included). budget: ceil(VMs/500) + \
+         ceil(clusters/500) + 10."
     );
     for pair in cycles.windows(2) {
         let (a, b) = (&pair[0], &pair[1]);
@@ -448,12 +622,13 @@ fn parent(sizes: &[usize]) {
 
     println!();
     println!(
-        "side by side with the cron-style script (per cluster in turn: listVirtualMachines \
-         keyword=<name> listall=true for the owner, then the node listing)"
+        "Side by side with the cron-style script (clusters listed once, then per cluster in \
+         turn: listVirtualMachines keyword=<name> listall=true of the owner, then the node \
+         listing), same world, same latency:"
     );
     println!(
-        "{:>12} {:>8} {:>9} {:>9} {:>8} {:>6} {:>10}",
-        "ssh", "clusters", "cycle s", "script s", "speedup", "calls", "script calls"
+        "{:>12} {:>8} {:>8} {:>9} {:>8} {:>6} {:>7}",
+        "ssh", "clusters", "cycle s", "script s", "speedup", "calls", "script"
     );
     let mut per_cluster: HashMap<Ssh, f64> = HashMap::new();
     for ssh in [Ssh::Answers, Ssh::MostRefuse] {
@@ -461,23 +636,26 @@ fn parent(sizes: &[usize]) {
             let cycle = if ssh == Ssh::Answers {
                 cycles[i].clone()
             } else {
-                run_child("cycle", n, ssh)
+                run_child("cycle", n, ssh, concurrency)
             };
             let (script_s, script_calls, note) = if n <= SCRIPT_MAX_CLUSTERS {
-                let s = run_child("script", n, ssh);
+                let s = run_child("script", n, ssh, concurrency);
                 per_cluster.insert(ssh, f(&s, "wall_s") / n as f64);
                 (f(&s, "wall_s"), calls_text(&s).0.to_string(), "")
             } else {
                 let per = per_cluster.get(&ssh).copied().unwrap_or(f64::NAN);
-                // Answering clusters stay about 50 in the refusing world: scale the rest.
                 let estimate = match ssh {
                     Ssh::Answers => per * n as f64,
                     Ssh::MostRefuse => extrapolate_refusing(per, n),
                 };
-                (estimate, format!("~{}", n + 1), " (extrapolated)")
+                (
+                    estimate,
+                    format!("~{}", n + 1),
+                    " (script extrapolated from its 500-cluster run)",
+                )
             };
             println!(
-                "{:>12} {:>8} {:>9.2} {:>9.2} {:>7.1}x {:>6} {:>10}{note}",
+                "{:>12} {:>8} {:>8.2} {:>9.2} {:>7.1}x {:>6} {:>7}{note}",
                 ssh.name(),
                 n,
                 f(&cycle, "wall_s"),
@@ -488,6 +666,10 @@ fn parent(sizes: &[usize]) {
             );
         }
     }
+}
+
+fn budget(m: &Value) -> u64 {
+    u(m, "vms").div_ceil(500) + u(m, "clusters").div_ceil(500) + 10
 }
 
 /// The script's time for `n` clusters in the refusing world, from its time per cluster at

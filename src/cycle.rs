@@ -5,7 +5,7 @@
 //! Reading is all this module does: it never changes anything in CloudStack. Dedupe and
 //! notifications act on its `CycleReport` afterwards.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -209,12 +209,31 @@ pub fn ssh_port(network: Option<&Network>, control_nodes: u32) -> u16 {
     }
 }
 
-/// Identity of a cluster's state and map, to notice an operation that ran during the check.
-fn fingerprint(c: &KubernetesCluster) -> (String, Vec<String>) {
-    (
-        c.state.clone(),
-        c.virtualmachines.iter().map(|vm| vm.id.clone()).collect(),
-    )
+/// What the second cluster read keeps of each cluster: its state and the ids of its map, to
+/// notice an operation that ran during the check.
+#[derive(Debug, serde::Deserialize)]
+struct ClusterFingerprint {
+    id: String,
+    #[serde(default)]
+    state: String,
+    #[serde(default)]
+    virtualmachines: Vec<MapRowId>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct MapRowId {
+    id: String,
+}
+
+impl ClusterFingerprint {
+    fn same_as(&self, c: &KubernetesCluster) -> bool {
+        self.state == c.state
+            && self
+                .virtualmachines
+                .iter()
+                .map(|vm| vm.id.as_str())
+                .eq(c.virtualmachines.iter().map(|vm| vm.id.as_str()))
+    }
 }
 
 /// Runs one cycle. `previous` is what earlier cycles saw of each cluster's map (empty on the
@@ -229,47 +248,19 @@ pub async fn run_cycle(
     let started_at = Instant::now();
     let span = info_span!("cycle", started = %now);
     async move {
-        let (clusters, vms, networks) = tokio::join!(
+        // Clusters and networks first: they are all the node listings need. The VMs, the
+        // largest listing, are read while the node listings run.
+        let (clusters, networks) = tokio::join!(
             api.list::<KubernetesCluster>("listKubernetesClusters", "kubernetescluster", &ROOT_SCOPE),
-            api.list::<VirtualMachine>(
-                "listVirtualMachines",
-                "virtualmachine",
-                &[("listall", "true"), ("projectid", "-1"), ("details", "min")]
-            ),
             api.list::<Network>("listNetworks", "network", &ROOT_SCOPE),
         );
         let clusters = clusters.map_err(|source| CycleError::List { what: "Kubernetes clusters", source })?;
-        let vms = vms.map_err(|source| CycleError::List { what: "virtual machines", source })?;
         let networks = networks.map_err(|source| CycleError::List { what: "networks", source })?;
-        debug!(clusters = clusters.len(), vms = vms.len(), networks = networks.len(), "listed");
-
         let networks: HashMap<&str, &Network> = networks.iter().map(|n| (n.id.as_str(), n)).collect();
 
-        // Every VM id in any cluster's map, checked or not.
-        let mut mapped_by: HashMap<&str, usize> = HashMap::new();
-        for (i, c) in clusters.iter().enumerate() {
-            for vm in &c.virtualmachines {
-                mapped_by.entry(vm.id.as_str()).or_insert(i);
-            }
-        }
-
         let checkable: Vec<usize> = (0..clusters.len()).filter(|&i| skip_reason(&clusters[i]).is_none()).collect();
-        let index = NameIndex::new(checkable.iter().filter_map(|&i| {
-            let c = &clusters[i];
-            owner_of_cluster(c).map(|o| (o, c.name.as_str(), c.id.as_str()))
-        }));
 
-        // The owner's VMs named as nodes of each checkable cluster, in one pass over all VMs.
-        let mut named: HashMap<usize, Vec<Vm>> = HashMap::new();
-        for vm in &vms {
-            let Some(owner) = owner_of_vm(vm) else { continue };
-            for (k, role) in index.lookup(&owner, &vm.name) {
-                named.entry(checkable[k]).or_default().push(to_vm(vm, role == NodeRole::Etcd));
-            }
-        }
-        let vm_by_id: HashMap<&str, &VirtualMachine> = vms.iter().map(|vm| (vm.id.as_str(), vm)).collect();
-
-        // Node listings, bounded.
+        // Node listings, bounded. Dropping the set (when the VM listing fails) aborts them.
         let semaphore = Arc::new(Semaphore::new(settings.concurrency.max(1)));
         let mut listings = tokio::task::JoinSet::new();
         for &i in &checkable {
@@ -309,23 +300,77 @@ pub async fn run_cycle(
                 .instrument(span),
             );
         }
-        let mut node_views: HashMap<usize, (NodeView, Option<&'static str>)> = HashMap::new();
-        while let Some(joined) = listings.join_next().await {
-            match joined {
-                Ok((i, view, failure)) => {
-                    node_views.insert(i, (view, failure));
+        let node_listings = async {
+            let mut node_views: HashMap<usize, (NodeView, Option<&'static str>)> = HashMap::new();
+            while let Some(joined) = listings.join_next().await {
+                match joined {
+                    Ok((i, view, failure)) => {
+                        node_views.insert(i, (view, failure));
+                    }
+                    Err(e) => warn!(error = %e, "a node listing task failed"),
                 }
-                Err(e) => warn!(error = %e, "a node listing task failed"),
+            }
+            node_views
+        };
+
+        // Of all VMs, only those named like a CKS node can be a cluster's, and only those
+        // mapped last cycle are looked up by id: the rest (most VMs of a cloud) is dropped
+        // while the pages are read.
+        let known: HashSet<&str> = previous
+            .values()
+            .flat_map(|p| p.vms.keys().chain(p.vanished.keys()))
+            .map(String::as_str)
+            .collect();
+        let keep = |vm: &VirtualMachine| {
+            !crate::naming::split(&vm.name).is_empty() || known.contains(vm.id.as_str())
+        };
+        // A failed VM listing ends the cycle at once, aborting the node listings.
+        let (vms, mut node_views) = tokio::try_join!(
+            async {
+                api.list_where::<VirtualMachine, _>(
+                    "listVirtualMachines",
+                    "virtualmachine",
+                    &[("listall", "true"), ("projectid", "-1"), ("details", "min")],
+                    keep,
+                )
+                .await
+                .map_err(|source| CycleError::List { what: "virtual machines", source })
+            },
+            async { Ok(node_listings.await) },
+        )?;
+        debug!(clusters = clusters.len(), vms_kept = vms.len(), networks = networks.len(), "listed");
+
+        // Every VM id in any cluster's map, checked or not.
+        let mut mapped_by: HashMap<&str, usize> = HashMap::new();
+        for (i, c) in clusters.iter().enumerate() {
+            for vm in &c.virtualmachines {
+                mapped_by.entry(vm.id.as_str()).or_insert(i);
             }
         }
 
+        let index = NameIndex::new(checkable.iter().filter_map(|&i| {
+            let c = &clusters[i];
+            owner_of_cluster(c).map(|o| (o, c.name.as_str(), c.id.as_str()))
+        }));
+
+        // The owner's VMs named as nodes of each checkable cluster, in one pass over the VMs.
+        let mut named: HashMap<usize, Vec<Vm>> = HashMap::new();
+        for vm in &vms {
+            let Some(owner) = owner_of_vm(vm) else { continue };
+            for (k, role) in index.lookup(&owner, &vm.name) {
+                named.entry(checkable[k]).or_default().push(to_vm(vm, role == NodeRole::Etcd));
+            }
+        }
+        let vm_by_id: HashMap<&str, &VirtualMachine> = vms.iter().map(|vm| (vm.id.as_str(), vm)).collect();
+
         // Read the clusters again: anything whose state or map changed meanwhile is not
-        // reported this cycle (an operation ran during the check).
+        // reported this cycle (an operation ran during the check). Only the state and the
+        // map's ids are compared, so only they are kept.
         let again = api
-            .list::<KubernetesCluster>("listKubernetesClusters", "kubernetescluster", &ROOT_SCOPE)
+            .list::<ClusterFingerprint>("listKubernetesClusters", "kubernetescluster", &ROOT_SCOPE)
             .await
             .map_err(|source| CycleError::List { what: "Kubernetes clusters (second read)", source })?;
-        let again: HashMap<&str, &KubernetesCluster> = again.iter().map(|c| (c.id.as_str(), c)).collect();
+        let again: HashMap<&str, &ClusterFingerprint> = again.iter().map(|c| (c.id.as_str(), c)).collect();
 
         let mut outcomes = Vec::with_capacity(clusters.len());
         for (i, c) in clusters.iter().enumerate() {
@@ -357,7 +402,7 @@ pub async fn run_cycle(
                     outcomes.push(outcome);
                     continue;
                 }
-                Some(now_c) if fingerprint(now_c) != fingerprint(c) => {
+                Some(now_c) if !now_c.same_as(c) => {
                     outcome.skip = Some(SkipKind::Changed);
                     outcome.reason = Some(if now_c.state != c.state {
                         format!("its state changed from {} to {} during the check", c.state, now_c.state)
