@@ -550,6 +550,172 @@ mod tests {
         }
     }
 
+    use crate::cloudstack::client::ClientOptions;
+    use crate::diff::MismatchKind;
+    use crate::remote::{NodeListError, NodeListFuture};
+    use crate::sim::{NodeRole as SimRole, Sim, SimTransport, World};
+
+    /// Node names per control-node host; any other host refuses the connection.
+    struct FixedNodes(HashMap<String, Vec<String>>);
+
+    impl NodeLister for FixedNodes {
+        fn list_nodes<'a>(&'a self, target: &'a SshTarget) -> NodeListFuture<'a> {
+            let nodes = self.0.get(&target.host).cloned();
+            Box::pin(async move {
+                nodes.ok_or_else(|| NodeListError::Connect {
+                    host: target.host.clone(),
+                    port: target.port,
+                    source: std::io::ErrorKind::ConnectionRefused.into(),
+                })
+            })
+        }
+    }
+
+    fn settings() -> CycleSettings {
+        CycleSettings {
+            policy: Policy::default(),
+            concurrency: 2,
+            default_user: "cloud".into(),
+        }
+    }
+
+    /// The node names of a cluster's mapped VMs, keyed by its endpoint host.
+    fn nodes_of(w: &World, cluster_id: &str) -> (String, Vec<String>) {
+        let c = w.cluster(cluster_id).unwrap();
+        let names = c
+            .map
+            .iter()
+            .map(|id| w.vm(id).unwrap().name.to_lowercase())
+            .collect();
+        (endpoint_host(Some(&c.endpoint)).unwrap(), names)
+    }
+
+    fn calls(api: &Client) -> Vec<(String, u64)> {
+        api.stats()
+            .into_iter()
+            .map(|(command, _, n)| (command, n))
+            .collect()
+    }
+
+    /// A cluster's name, status and findings (kind, VM id or node name).
+    type Found<'a> = (&'a str, ClusterStatus, Vec<(MismatchKind, Option<&'a str>)>);
+
+    #[tokio::test]
+    async fn a_cycle_finds_drift_among_many_unrelated_vms() {
+        let mut w = World::new(Timestamp::from_unix(1_750_000_000));
+        let domain = w.add_domain("eng");
+        let alice = w.add_account("alice", &domain);
+        let one = w.add_cluster("one", alice.clone(), 1, 2, 0);
+        let two = w.add_cluster("two", alice.clone(), 1, 1, 0);
+        let stray = w.add_node_vm(&one, SimRole::Worker, false);
+        for i in 0..1200 {
+            w.add_vm(&format!("web{i}"), alice.clone(), None);
+        }
+        w.advance(Duration::from_secs(3600));
+        let now = w.now;
+        let (host_one, nodes_one) = nodes_of(&w, &one);
+        let (host_two, mut nodes_two) = nodes_of(&w, &two);
+        nodes_two.push("ghost".into());
+        let lister = Arc::new(FixedNodes(HashMap::from([
+            (host_one, nodes_one),
+            (host_two, nodes_two),
+        ])));
+        let sim = Arc::new(Sim::new(w));
+        let api = Client::with_transport(Arc::new(SimTransport(sim)), ClientOptions::default());
+
+        let report = run_cycle(&api, lister, &settings(), &HashMap::new(), now)
+            .await
+            .unwrap();
+
+        let found: Vec<Found> = report
+            .clusters
+            .iter()
+            .map(|c| {
+                let kinds = c
+                    .mismatches
+                    .iter()
+                    .map(|m| (m.kind, m.vm_id.as_deref().or(m.node.as_deref())))
+                    .collect();
+                (c.name.as_str(), c.status, kinds)
+            })
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (
+                    "one",
+                    ClusterStatus::Checked,
+                    vec![(MismatchKind::UnmappedVm, Some(stray.as_str()))]
+                ),
+                (
+                    "two",
+                    ClusterStatus::Checked,
+                    vec![(MismatchKind::NodeWithoutVm, Some("ghost"))]
+                ),
+            ]
+        );
+        // 1206 VMs: three pages; the clusters twice and the networks once.
+        assert_eq!(
+            calls(&api),
+            [
+                ("listKubernetesClusters".to_string(), 2),
+                ("listNetworks".to_string(), 1),
+                ("listVirtualMachines".to_string(), 3),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_vm_mapped_last_cycle_is_kept_whatever_its_name() {
+        let mut w = World::new(Timestamp::from_unix(1_750_000_000));
+        let root = w.root_domain_id().to_string();
+        let alice = w.add_account("alice", &root);
+        let one = w.add_cluster("one", alice.clone(), 1, 2, 0);
+        let (host, nodes) = nodes_of(&w, &one);
+        let mut previous_vms = BTreeMap::new();
+        for id in &w.cluster(&one).unwrap().map {
+            previous_vms.insert(id.clone(), w.vm(id).unwrap().name.clone());
+        }
+        // A worker renamed by hand and taken out of the map: it no longer looks like a node,
+        // but the listing shows it still exists, so no probe by id is needed.
+        let renamed = w.cluster(&one).unwrap().map[2].clone();
+        w.vm_mut(&renamed).name = "renamed-by-hand".into();
+        w.remove_map_row(&one, &renamed);
+        w.advance(Duration::from_secs(3600));
+        let now = w.now;
+        let lister = Arc::new(FixedNodes(HashMap::from([(host, nodes)])));
+        let sim = Arc::new(Sim::new(w));
+        let api = Client::with_transport(Arc::new(SimTransport(sim)), ClientOptions::default());
+        let previous = HashMap::from([(
+            one.clone(),
+            PreviousMap {
+                vms: previous_vms,
+                expected_vms: 3,
+                vanished: BTreeMap::new(),
+            },
+        )]);
+
+        let report = run_cycle(&api, lister, &settings(), &previous, now)
+            .await
+            .unwrap();
+
+        assert_eq!(report.clusters[0].status, ClusterStatus::Checked);
+        let vanished: Vec<&Mismatch> = report.clusters[0]
+            .mismatches
+            .iter()
+            .filter(|m| m.kind == MismatchKind::MappedVm)
+            .collect();
+        assert_eq!(vanished, Vec::<&Mismatch>::new());
+        assert_eq!(
+            calls(&api),
+            [
+                ("listKubernetesClusters".to_string(), 2),
+                ("listNetworks".to_string(), 1),
+                ("listVirtualMachines".to_string(), 1),
+            ]
+        );
+    }
+
     #[test]
     fn ssh_port_follows_cks() {
         assert_eq!(ssh_port(Some(&net("Isolated", None)), 1), 2222);

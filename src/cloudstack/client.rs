@@ -942,6 +942,258 @@ mod tests {
         assert_eq!(param(&script.requests()[2], "pagesize"), Some("2"));
     }
 
+    /// A list command served by page number: `total` rows `vm-0..`, answered after a delay
+    /// that shrinks with the page number (so later pages come back first), with scripted
+    /// failures for some pages. Records the pages asked for and the most pages in flight.
+    struct PagedServer {
+        total: usize,
+        page_size: usize,
+        failures: Mutex<BTreeMap<u32, VecDeque<RawResponse>>>,
+        asked: Mutex<Vec<u32>>,
+        in_flight: std::sync::atomic::AtomicUsize,
+        most_in_flight: std::sync::atomic::AtomicUsize,
+    }
+
+    impl PagedServer {
+        fn new(total: usize, page_size: usize) -> Arc<PagedServer> {
+            Arc::new(PagedServer {
+                total,
+                page_size,
+                failures: Mutex::new(BTreeMap::new()),
+                asked: Mutex::new(Vec::new()),
+                in_flight: 0.into(),
+                most_in_flight: 0.into(),
+            })
+        }
+
+        fn fail(&self, page: u32, status: u16, body: &str) {
+            self.failures
+                .lock()
+                .unwrap()
+                .entry(page)
+                .or_default()
+                .push_back(RawResponse {
+                    status,
+                    body: body.to_string(),
+                });
+        }
+
+        fn asked(&self) -> Vec<u32> {
+            self.asked.lock().unwrap().clone()
+        }
+    }
+
+    impl Transport for PagedServer {
+        fn send(&self, request: ApiRequest) -> TransportFuture<'_> {
+            use std::sync::atomic::Ordering::SeqCst;
+            let page: u32 = param(&request, "page").unwrap().parse().unwrap();
+            self.asked.lock().unwrap().push(page);
+            let now = self.in_flight.fetch_add(1, SeqCst) + 1;
+            self.most_in_flight.fetch_max(now, SeqCst);
+            let failure = self
+                .failures
+                .lock()
+                .unwrap()
+                .get_mut(&page)
+                .and_then(VecDeque::pop_front);
+            let start = (page as usize - 1) * self.page_size;
+            let end = (start + self.page_size).min(self.total);
+            let body = json!({"listvirtualmachinesresponse": {
+                "count": self.total,
+                "virtualmachine": rows(start.min(end)..end),
+            }});
+            Box::pin(async move {
+                tokio::time::sleep(Duration::from_millis(u64::from(20u32.saturating_sub(page))))
+                    .await;
+                self.in_flight.fetch_sub(1, SeqCst);
+                Ok(failure.unwrap_or(RawResponse {
+                    status: 200,
+                    body: body.to_string(),
+                }))
+            })
+        }
+    }
+
+    fn ids(rows: &[Row]) -> Vec<String> {
+        rows.iter().map(|r| r.id.clone()).collect()
+    }
+
+    fn expected_ids(range: std::ops::Range<usize>) -> Vec<String> {
+        range.map(|i| format!("vm-{i}")).collect()
+    }
+
+    #[tokio::test]
+    async fn pages_after_the_first_are_fetched_together_in_order() {
+        let server = PagedServer::new(2203, 500);
+        let client = Client::with_transport(server.clone(), fast_options(500));
+        let vms: Vec<Row> = client
+            .list("listVirtualMachines", "virtualmachine", &[])
+            .await
+            .unwrap();
+        // Pages 2..5 answer in reverse order; the rows keep the server's order.
+        assert_eq!(ids(&vms), expected_ids(0..2203));
+        assert_eq!(server.asked(), [1, 2, 3, 4, 5]);
+        let most = server
+            .most_in_flight
+            .load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(most, 4);
+        assert_eq!(
+            client.stats(),
+            [("listVirtualMachines".to_string(), "ok", 5)]
+        );
+    }
+
+    #[tokio::test]
+    async fn page_concurrency_bounds_the_pages_in_flight() {
+        let server = PagedServer::new(2203, 500);
+        let mut options = fast_options(500);
+        options.page_concurrency = 2;
+        let client = Client::with_transport(server.clone(), options);
+        let vms: Vec<Row> = client
+            .list("listVirtualMachines", "virtualmachine", &[])
+            .await
+            .unwrap();
+        assert_eq!(ids(&vms), expected_ids(0..2203));
+        let most = server
+            .most_in_flight
+            .load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(most, 2);
+    }
+
+    #[tokio::test]
+    async fn only_the_pages_count_implies_are_asked_for() {
+        for (total, pages) in [(0, 1), (499, 1), (500, 1), (501, 2), (1500, 3), (1501, 4)] {
+            let server = PagedServer::new(total, 500);
+            let client = Client::with_transport(server.clone(), fast_options(500));
+            let vms: Vec<Row> = client
+                .list("listVirtualMachines", "virtualmachine", &[])
+                .await
+                .unwrap();
+            assert_eq!(vms.len(), total);
+            assert_eq!(server.asked(), (1..=pages).collect::<Vec<u32>>(), "{total}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failing_page_fails_the_list() {
+        let server = PagedServer::new(2203, 500);
+        server.fail(
+            3,
+            530,
+            r#"{"listvirtualmachinesresponse":{"uuidList":[],"errorcode":530,"cserrorcode":4250,"errortext":"database gone"}}"#,
+        );
+        let client = Client::with_transport(server.clone(), fast_options(500));
+        let err = client
+            .list::<Row>("listVirtualMachines", "virtualmachine", &[])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, ApiError::CloudStack { code: 530, text, .. } if text == "database gone"),
+            "{err:?}"
+        );
+        // Not retried: a CloudStack error is an answer.
+        assert_eq!(
+            server.asked().iter().filter(|&&p| p == 3).count(),
+            1,
+            "{:?}",
+            server.asked()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_page_with_a_transient_failure_is_retried_alone() {
+        let server = PagedServer::new(2203, 500);
+        server.fail(2, 503, "Service Unavailable");
+        let client = Client::with_transport(server.clone(), fast_options(500));
+        let vms: Vec<Row> = client
+            .list("listVirtualMachines", "virtualmachine", &[])
+            .await
+            .unwrap();
+        assert_eq!(ids(&vms), expected_ids(0..2203));
+        let mut asked = server.asked();
+        asked.sort_unstable();
+        assert_eq!(asked, [1, 2, 2, 3, 4, 5]);
+        assert_eq!(
+            client.stats(),
+            [
+                ("listVirtualMachines".to_string(), "ok", 5),
+                ("listVirtualMachines".to_string(), "transient", 1),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn list_where_keeps_some_rows_and_pages_by_all() {
+        let server = PagedServer::new(1203, 500);
+        let client = Client::with_transport(server.clone(), fast_options(500));
+        let vms: Vec<Row> = client
+            .list_where("listVirtualMachines", "virtualmachine", &[], |r: &Row| {
+                r.id.ends_with('7')
+            })
+            .await
+            .unwrap();
+        let expected: Vec<String> = expected_ids(0..1203)
+            .into_iter()
+            .filter(|id| id.ends_with('7'))
+            .collect();
+        assert_eq!(ids(&vms), expected);
+        assert_eq!(server.asked(), [1, 2, 3]);
+    }
+
+    #[tokio::test]
+    async fn a_count_that_grows_is_followed() {
+        // Rows were added after page 1: page 2 says there are more than page 1 did.
+        let script = Scripted::new(vec![
+            ok(json!({"listzonesresponse": {"count": 4, "zone": rows(0..2)}})),
+            ok(json!({"listzonesresponse": {"count": 6, "zone": rows(2..4)}})),
+            ok(json!({"listzonesresponse": {"count": 6, "zone": rows(4..6)}})),
+        ]);
+        let client = client(&script, fast_options(2));
+        let zones: Vec<Row> = client.list("listZones", "zone", &[]).await.unwrap();
+        assert_eq!(ids(&zones), expected_ids(0..6));
+        let requests = script.requests();
+        let pages: Vec<&str> = requests.iter().map(|r| param(r, "page").unwrap()).collect();
+        assert_eq!(pages, ["1", "2", "3"]);
+    }
+
+    #[tokio::test]
+    async fn count_may_be_a_numeric_string() {
+        let script = Scripted::new(vec![
+            ok(json!({"listzonesresponse": {"count": "3", "zone": rows(0..2)}})),
+            ok(json!({"listzonesresponse": {"count": "3", "zone": rows(2..3)}})),
+        ]);
+        let client = client(&script, fast_options(2));
+        let zones: Vec<Row> = client.list("listZones", "zone", &[]).await.unwrap();
+        assert_eq!(ids(&zones), expected_ids(0..3));
+        assert_eq!(script.requests().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_malformed_page_is_explained() {
+        let cases = [
+            (
+                json!({"listzonesresponse": {"count": 1, "zone": {"id": "z1"}}}),
+                "`zone` is not a list but an object",
+            ),
+            (
+                json!({"listzonesresponse": {"count": "many", "zone": rows(0..1)}}),
+                "`count` is not a number: \"many\"",
+            ),
+        ];
+        for (body, detail_expected) in cases {
+            let script = Scripted::new(vec![ok(body)]);
+            let client = client(&script, fast_options(500));
+            let err = client
+                .list::<Row>("listZones", "zone", &[])
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(&err, ApiError::Decode { command, detail } if command == "listZones" && detail == detail_expected),
+                "{err:?}"
+            );
+        }
+    }
+
     #[tokio::test]
     async fn list_reports_a_bad_row() {
         let script = Scripted::new(vec![ok(
@@ -1319,6 +1571,7 @@ mod tests {
     fn default_options() {
         let options = ClientOptions::default();
         assert_eq!(options.page_size, 500);
+        assert_eq!(options.page_concurrency, 4);
         assert_eq!(options.retry.attempts, 3);
         assert_eq!(options.async_poll_interval, Duration::from_secs(2));
         assert_eq!(options.async_deadline, Duration::from_secs(120));
