@@ -2,8 +2,8 @@
 //! API call and per node listing, side by side with the sequential cron-style script an
 //! operator would otherwise run.
 //!
-//! `cargo bench --bench cycle [SIZES...] [--concurrency N]` (default sizes: 100 500 2000
-//! clusters). Each measurement takes two child processes (this binary re-executed with
+//! `cargo bench --bench cycle [SIZES...] [--concurrency N]` (default sizes: 100 500 1000
+//! 2000 clusters). Each measurement takes two child processes (this binary re-executed with
 //! `--child`): one serves the simulated cloud over HTTP on 127.0.0.1, the other runs the
 //! checker against it through the real client, so the peak RSS measured is the checker's
 //! alone and each size's is its own. Tests of the cycle's behaviour do not belong here.
@@ -116,7 +116,7 @@ fn main() {
         }
     }
     if sizes.is_empty() {
-        sizes = vec![100, 500, 2000];
+        sizes = vec![100, 500, 1000, 2000];
     }
     parent(&sizes, concurrency);
 }
@@ -305,6 +305,7 @@ async fn serve(n: usize, ssh: Ssh, nodes: &str) {
     let world = build_world(n);
     std::fs::write(nodes, ssh_view(&world, ssh).to_string()).expect("write the node view");
     let (vms, networks) = (world.vms.len(), world.networks.len());
+    let built = cpu_seconds();
     let sim = Arc::new(Sim::new(world));
     sim.set_latency(API_LATENCY);
     let server = FakeCloudStack::start(sim, API_KEY, SECRET_KEY).await;
@@ -319,7 +320,7 @@ async fn serve(n: usize, ssh: Ssh, nodes: &str) {
     .await
     .expect("wait for the end")
     .expect("read standard input");
-    println!("{}", json!({ "server_cpu_s": cpu_seconds() }));
+    println!("{}", json!({ "server_cpu_s": cpu_seconds() - built }));
 }
 
 /// One measurement of the checker (`cycle`) or of the cron-style script (`script`) against the
@@ -385,6 +386,7 @@ async fn measure(mode: &str, concurrency: usize, url: &str, nodes: &str) -> Valu
         other => panic!("unknown mode {other}"),
     }
     out["wall_s"] = json!(started.elapsed().as_secs_f64());
+    out["cpu_s"] = json!(cpu_seconds());
     out["mode"] = json!(mode);
     out["calls"] = json!(calls_by_command(&api));
     out["ssh_attempts"] = json!(lister.attempts.load(Ordering::Relaxed));
@@ -564,7 +566,7 @@ fn parent(sizes: &[usize], concurrency: usize) {
         cycles.push(m);
     }
     println!(
-        "{:>8} {:>6} {:>7} {:>7} {:>5} {:>5} {:>6} {:>5} {:>7} {:>9}",
+        "{:>8} {:>6} {:>7} {:>7} {:>5} {:>5} {:>6} {:>5} {:>7} {:>5} {:>9}",
         "clusters",
         "VMs",
         "wall s",
@@ -574,13 +576,14 @@ fn parent(sizes: &[usize], concurrency: usize) {
         "budget",
         "ssh",
         "RSS MiB",
+        "CPU s",
         "srv CPU s"
     );
     for m in &cycles {
         let (fl, _) = floor(m);
         let (total, _) = calls_text(m);
         println!(
-            "{:>8} {:>6} {:>7.2} {:>7.2} {:>5.2} {:>5} {:>6} {:>5} {:>7.1} {:>9.2}",
+            "{:>8} {:>6} {:>7.2} {:>7.2} {:>5.2} {:>5} {:>6} {:>5} {:>7.1} {:>5.2} {:>9.2}",
             u(m, "clusters"),
             u(m, "vms"),
             f(m, "wall_s"),
@@ -590,6 +593,7 @@ fn parent(sizes: &[usize], concurrency: usize) {
             budget(m),
             u(m, "ssh_sessions"),
             mib(u(m, "hwm_kib")),
+            f(m, "cpu_s"),
             f(m, "server_cpu_s"),
         );
     }
@@ -604,8 +608,9 @@ fn parent(sizes: &[usize], concurrency: usize) {
     }
     println!(
         "RSS MiB: peak (VmHWM) of the checker's process, which holds the client, the cycle and \
-         the simulated node lister, not the simulated cloud. srv CPU s: CPU time of the \
-         simulated cloud's process (building the world included). budget: ceil(VMs/500) + \
+         the simulated node lister, not the simulated cloud. CPU s: the checker's CPU time \
+         (start-up included). srv CPU s: CPU time of the simulated cloud's process while it \
+         served (building the world not included). budget: ceil(VMs/500) + \
          ceil(clusters/500) + 10."
     );
     for pair in cycles.windows(2) {
@@ -617,6 +622,24 @@ fn parent(sizes: &[usize], concurrency: usize) {
             u(b, "clusters"),
             f(b, "wall_s") / f(a, "wall_s"),
             calls_text(b).0 as f64 / calls_text(a).0 as f64
+        );
+    }
+
+    if let Some(last) = cycles.last() {
+        let (fl, _) = floor(last);
+        let wf = f(last, "wall_s") / fl;
+        let calls = calls_text(last).0;
+        let rss = mib(u(last, "hwm_kib"));
+        let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
+        println!(
+            "targets at {} clusters / {} VMs: wall/floor {wf:.2} <= 1.5 {}; API calls {calls} <= \
+             {} {}; peak RSS {rss:.1} MiB < 64 {}",
+            u(last, "clusters"),
+            u(last, "vms"),
+            verdict(wf <= 1.5),
+            budget(last),
+            verdict(calls <= budget(last)),
+            verdict(rss < 64.0)
         );
     }
 

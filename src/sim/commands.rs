@@ -13,7 +13,7 @@ use crate::time::Timestamp;
 
 use super::query::{Acl, ApiError, Params, like_contains, paging, sql_eq};
 use super::render::{
-    alert_json, annotation_json, cluster_json, flat_body, job_json, list_body, network_json,
+    Index, alert_json, annotation_json, cluster_json, flat_body, job_json, list_body, network_json,
     object_body, vm_json,
 };
 use super::world::{
@@ -109,10 +109,11 @@ fn list_kubernetes_clusters(w: &World, s: &Settings, p: &Params) -> Result<Strin
         .collect();
     // Only the requested page is rendered: the count needs the matches, not their JSON.
     let count = matches.len();
+    let ix = Index::with_vms(w);
     let rendered: Vec<Value> = page
         .apply(matches)
         .into_iter()
-        .map(|c| cluster_json(w, c))
+        .map(|c| cluster_json(w, &ix, c))
         .collect();
     Ok(list_body(&p.command, "kubernetescluster", count, &rendered))
 }
@@ -165,10 +166,11 @@ fn list_virtual_machines(w: &World, s: &Settings, p: &Params) -> Result<String, 
         })
         .collect();
     let count = matches.len();
+    let ix = Index::new(w);
     let rendered: Vec<Value> = page
         .apply(matches)
         .into_iter()
-        .map(|vm| vm_json(w, vm, false))
+        .map(|vm| vm_json(w, &ix, vm, false))
         .collect();
     Ok(list_body(&p.command, "virtualmachine", count, &rendered))
 }
