@@ -81,18 +81,26 @@ impl Ssh {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("--child") {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .expect("tokio runtime");
+        let runtime = |workers: usize| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(workers)
+                .enable_all()
+                .build()
+                .expect("tokio runtime")
+        };
+        let cores = std::thread::available_parallelism().map_or(2, usize::from);
         match &args[1..] {
             [mode, n, ssh, nodes] if mode == "serve" => {
                 let ssh = Ssh::parse(ssh).expect("answers or most-refuse");
-                runtime.block_on(serve(n.parse().expect("cluster count"), ssh, nodes));
+                // The simulator answers under one lock, blocking the thread that waits for
+                // it; more threads than cores keep the injected latencies running meanwhile,
+                // as a management server's request threads do.
+                runtime(4 * cores).block_on(serve(n.parse().expect("cluster count"), ssh, nodes));
             }
             [mode, c, url, nodes] => {
-                let out =
-                    runtime.block_on(measure(mode, c.parse().expect("concurrency"), url, nodes));
+                // The checker runs as the daemon does: one worker thread per core.
+                let concurrency = c.parse().expect("concurrency");
+                let out = runtime(cores).block_on(measure(mode, concurrency, url, nodes));
                 println!("{out}");
             }
             _ => panic!(
@@ -507,11 +515,11 @@ fn rounds(rows: u64, page_concurrency: u64) -> u64 {
     1 + (pages - 1).div_ceil(page_concurrency.max(1))
 }
 
-/// The floor of a cycle, in seconds, and how it is made up. The cycle's chain of dependent
-/// steps: clusters and networks (read together), then the node listings while the VMs are
-/// read, then the clusters again. Each listing takes its first page, then its other pages
-/// `page_concurrency` at a time; the node listings take
-/// `listings x time / concurrency` (and at least one listing's time).
+/// The floor of a cycle, in seconds, and how it is made up. The cycle's chains of dependent
+/// steps: the clusters and networks (read together), then the node listings; the VMs, read
+/// alongside from the start; then, once both are done, the clusters again. Each listing
+/// takes its first page, then its other pages `page_concurrency` at a time; the node
+/// listings take `listings x time / concurrency` (and at least one listing's time).
 fn floor(m: &Value) -> (f64, String) {
     let pc = u(m, "page_concurrency");
     let latency = API_LATENCY.as_secs_f64();
@@ -528,10 +536,10 @@ fn floor(m: &Value) -> (f64, String) {
     } else {
         REFUSED_AFTER.as_secs_f64()
     });
-    let middle = nodes.max(vms as f64 * latency);
+    let before_again = (first as f64 * latency + nodes).max(vms as f64 * latency);
     (
-        (first + again) as f64 * latency + middle,
-        format!("({first}+{again}) x 20 ms + max(nodes {nodes:.2} s, VMs {vms} x 20 ms)"),
+        before_again + again as f64 * latency,
+        format!("max({first} x 20 ms + nodes {nodes:.2} s, VMs {vms} x 20 ms) + {again} x 20 ms"),
     )
 }
 

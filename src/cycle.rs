@@ -1,6 +1,6 @@
-//! One check cycle: read the clusters, their VM maps, the owners' VMs and the networks through
-//! the API, list each checkable cluster's Kubernetes nodes over SSH (bounded concurrency),
-//! read the clusters again, and compare the three views with the pure `diff`.
+//! One check cycle: read the clusters, their VM maps and the networks through the API, list
+//! each checkable cluster's Kubernetes nodes over SSH (bounded concurrency) while the VMs are
+//! read, read the clusters again, and compare the three views with the pure `diff`.
 //!
 //! Reading is all this module does: it never changes anything in CloudStack. Dedupe and
 //! notifications act on its `CycleReport` afterwards.
@@ -248,71 +248,6 @@ pub async fn run_cycle(
     let started_at = Instant::now();
     let span = info_span!("cycle", started = %now);
     async move {
-        // Clusters and networks first: they are all the node listings need. The VMs, the
-        // largest listing, are read while the node listings run.
-        let (clusters, networks) = tokio::join!(
-            api.list::<KubernetesCluster>("listKubernetesClusters", "kubernetescluster", &ROOT_SCOPE),
-            api.list::<Network>("listNetworks", "network", &ROOT_SCOPE),
-        );
-        let clusters = clusters.map_err(|source| CycleError::List { what: "Kubernetes clusters", source })?;
-        let networks = networks.map_err(|source| CycleError::List { what: "networks", source })?;
-        let networks: HashMap<&str, &Network> = networks.iter().map(|n| (n.id.as_str(), n)).collect();
-
-        let checkable: Vec<usize> = (0..clusters.len()).filter(|&i| skip_reason(&clusters[i]).is_none()).collect();
-
-        // Node listings, bounded. Dropping the set (when the VM listing fails) aborts them.
-        let semaphore = Arc::new(Semaphore::new(settings.concurrency.max(1)));
-        let mut listings = tokio::task::JoinSet::new();
-        for &i in &checkable {
-            let c = &clusters[i];
-            let target = match endpoint_host(c.endpoint.as_deref()) {
-                None => Err("the cluster has no endpoint address to reach its control node over SSH".to_string()),
-                Some(host) => {
-                    let network = c.networkid.as_deref().and_then(|id| networks.get(id).copied());
-                    let user = c
-                        .virtualmachines
-                        .first()
-                        .and_then(|vm| vm.details.get("controlNodeLoginUser"))
-                        .filter(|u| !u.trim().is_empty())
-                        .cloned()
-                        .unwrap_or_else(|| settings.default_user.clone());
-                    Ok(SshTarget { host, port: ssh_port(network, cluster_info(c).control_nodes), user })
-                }
-            };
-            let lister = lister.clone();
-            let semaphore = semaphore.clone();
-            let span = info_span!("cluster", cluster = %c.name, id = %c.id);
-            listings.spawn(
-                async move {
-                    let target = match target {
-                        Ok(t) => t,
-                        Err(reason) => return (i, NodeView::Unknown { reason }, None),
-                    };
-                    let _permit = semaphore.acquire_owned().await;
-                    match lister.list_nodes(&target).await {
-                        Ok(nodes) => (i, NodeView::Listed(nodes), None),
-                        Err(e) => {
-                            warn!(host = %target.host, port = target.port, user = %target.user, error = %e, "cannot list the Kubernetes nodes; comparing the VM map with the VMs only");
-                            (i, NodeView::Unknown { reason: e.to_string() }, Some(e.reason()))
-                        }
-                    }
-                }
-                .instrument(span),
-            );
-        }
-        let node_listings = async {
-            let mut node_views: HashMap<usize, (NodeView, Option<&'static str>)> = HashMap::new();
-            while let Some(joined) = listings.join_next().await {
-                match joined {
-                    Ok((i, view, failure)) => {
-                        node_views.insert(i, (view, failure));
-                    }
-                    Err(e) => warn!(error = %e, "a node listing task failed"),
-                }
-            }
-            node_views
-        };
-
         // Of all VMs, only those named like a CKS node can be a cluster's, and only those
         // mapped last cycle are looked up by id: the rest (most VMs of a cloud) is dropped
         // while the pages are read.
@@ -324,21 +259,34 @@ pub async fn run_cycle(
         let keep = |vm: &VirtualMachine| {
             !crate::naming::split(&vm.name).is_empty() || known.contains(vm.id.as_str())
         };
-        // A failed VM listing ends the cycle at once, aborting the node listings.
-        let (vms, mut node_views) = tokio::try_join!(
-            async {
-                api.list_where::<VirtualMachine, _>(
-                    "listVirtualMachines",
-                    "virtualmachine",
-                    &[("listall", "true"), ("projectid", "-1"), ("details", "min")],
-                    keep,
-                )
-                .await
-                .map_err(|source| CycleError::List { what: "virtual machines", source })
-            },
-            async { Ok(node_listings.await) },
-        )?;
-        debug!(clusters = clusters.len(), vms_kept = vms.len(), networks = networks.len(), "listed");
+        let vm_listing = async {
+            api.list_where::<VirtualMachine, _>(
+                "listVirtualMachines",
+                "virtualmachine",
+                &[("listall", "true"), ("projectid", "-1"), ("details", "min")],
+                keep,
+            )
+            .await
+            .map_err(|source| CycleError::List { what: "virtual machines", source })
+        };
+        // The clusters and the networks are all the node listings need: these start as soon
+        // as both are read, while the VMs, the largest listing, are still being read.
+        let inventory = async {
+            let (clusters, networks) = tokio::join!(
+                api.list::<KubernetesCluster>("listKubernetesClusters", "kubernetescluster", &ROOT_SCOPE),
+                api.list::<Network>("listNetworks", "network", &ROOT_SCOPE),
+            );
+            let clusters = clusters.map_err(|source| CycleError::List { what: "Kubernetes clusters", source })?;
+            let networks = networks.map_err(|source| CycleError::List { what: "networks", source })?;
+            debug!(clusters = clusters.len(), networks = networks.len(), "listed");
+            let checkable: Vec<usize> = (0..clusters.len()).filter(|&i| skip_reason(&clusters[i]).is_none()).collect();
+            let node_views = list_nodes(&clusters, &networks, &checkable, lister, settings).await;
+            Ok((clusters, checkable, node_views))
+        };
+        // Whichever fails first ends the cycle at once; the other is dropped, which aborts
+        // the node listings still running.
+        let (vms, (clusters, checkable, mut node_views)) = tokio::try_join!(vm_listing, inventory)?;
+        debug!(vms_kept = vms.len(), "VMs listed");
 
         // Every VM id in any cluster's map, checked or not.
         let mut mapped_by: HashMap<&str, usize> = HashMap::new();
@@ -470,6 +418,78 @@ pub async fn run_cycle(
     }
     .instrument(span)
     .await
+}
+
+/// A node view per checkable cluster (by index), with the failure label of listings that
+/// failed. At most `settings.concurrency` listings run at once; dropping the future aborts
+/// those still running.
+async fn list_nodes(
+    clusters: &[KubernetesCluster],
+    networks: &[Network],
+    checkable: &[usize],
+    lister: Arc<dyn NodeLister>,
+    settings: &CycleSettings,
+) -> HashMap<usize, (NodeView, Option<&'static str>)> {
+    let networks: HashMap<&str, &Network> = networks.iter().map(|n| (n.id.as_str(), n)).collect();
+    let semaphore = Arc::new(Semaphore::new(settings.concurrency.max(1)));
+    let mut listings = tokio::task::JoinSet::new();
+    for &i in checkable {
+        let c = &clusters[i];
+        let target = match endpoint_host(c.endpoint.as_deref()) {
+            None => Err(
+                "the cluster has no endpoint address to reach its control node over SSH"
+                    .to_string(),
+            ),
+            Some(host) => {
+                let network = c
+                    .networkid
+                    .as_deref()
+                    .and_then(|id| networks.get(id).copied());
+                let user = c
+                    .virtualmachines
+                    .first()
+                    .and_then(|vm| vm.details.get("controlNodeLoginUser"))
+                    .filter(|u| !u.trim().is_empty())
+                    .cloned()
+                    .unwrap_or_else(|| settings.default_user.clone());
+                Ok(SshTarget {
+                    host,
+                    port: ssh_port(network, cluster_info(c).control_nodes),
+                    user,
+                })
+            }
+        };
+        let lister = lister.clone();
+        let semaphore = semaphore.clone();
+        let span = info_span!("cluster", cluster = %c.name, id = %c.id);
+        listings.spawn(
+                async move {
+                    let target = match target {
+                        Ok(t) => t,
+                        Err(reason) => return (i, NodeView::Unknown { reason }, None),
+                    };
+                    let _permit = semaphore.acquire_owned().await;
+                    match lister.list_nodes(&target).await {
+                        Ok(nodes) => (i, NodeView::Listed(nodes), None),
+                        Err(e) => {
+                            warn!(host = %target.host, port = target.port, user = %target.user, error = %e, "cannot list the Kubernetes nodes; comparing the VM map with the VMs only");
+                            (i, NodeView::Unknown { reason: e.to_string() }, Some(e.reason()))
+                        }
+                    }
+                }
+                .instrument(span),
+            );
+    }
+    let mut node_views = HashMap::new();
+    while let Some(joined) = listings.join_next().await {
+        match joined {
+            Ok((i, view, failure)) => {
+                node_views.insert(i, (view, failure));
+            }
+            Err(e) => warn!(error = %e, "a node listing task failed"),
+        }
+    }
+    node_views
 }
 
 /// Map rows the API stopped showing: ids mapped last cycle, gone from `virtualmachines` now,
