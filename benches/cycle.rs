@@ -25,6 +25,8 @@ use cks_drift::sim::{ClusterSpec, NetworkLayout, Sim, SimOwner, World};
 use cks_drift::time::Timestamp;
 use serde_json::{Value, json};
 
+/// The integration tests' fake CloudStack (the simulator behind HTTP and the server's request
+/// checks), used as it is; what it offers tests beyond serving is unused here.
 #[allow(dead_code)]
 #[path = "../tests/it/support/fake_cloudstack.rs"]
 mod fake_cloudstack;
