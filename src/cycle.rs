@@ -1,11 +1,11 @@
-//! One check cycle: read the clusters, their VM maps, the owners' VMs and the networks through
-//! the API, list each checkable cluster's Kubernetes nodes over SSH (bounded concurrency),
-//! read the clusters again, and compare the three views with the pure `diff`.
+//! One check cycle: read the clusters, their VM maps and the networks through the API, list
+//! each checkable cluster's Kubernetes nodes over SSH (bounded concurrency) while the VMs are
+//! read, read the clusters again, and compare the three views with the pure `diff`.
 //!
 //! Reading is all this module does: it never changes anything in CloudStack. Dedupe and
 //! notifications act on its `CycleReport` afterwards.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -237,12 +237,31 @@ pub fn ssh_target(
     })
 }
 
-/// Identity of a cluster's state and map, to notice an operation that ran during the check.
-fn fingerprint(c: &KubernetesCluster) -> (String, Vec<String>) {
-    (
-        c.state.clone(),
-        c.virtualmachines.iter().map(|vm| vm.id.clone()).collect(),
-    )
+/// What the second cluster read keeps of each cluster: its state and the ids of its map, to
+/// notice an operation that ran during the check.
+#[derive(Debug, serde::Deserialize)]
+struct ClusterFingerprint {
+    id: String,
+    #[serde(default)]
+    state: String,
+    #[serde(default)]
+    virtualmachines: Vec<MapRowId>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct MapRowId {
+    id: String,
+}
+
+impl ClusterFingerprint {
+    fn same_as(&self, c: &KubernetesCluster) -> bool {
+        self.state == c.state
+            && self
+                .virtualmachines
+                .iter()
+                .map(|vm| vm.id.as_str())
+                .eq(c.virtualmachines.iter().map(|vm| vm.id.as_str()))
+    }
 }
 
 /// Runs one cycle. `previous` is what earlier cycles saw of each cluster's map (empty on the
@@ -257,21 +276,45 @@ pub async fn run_cycle(
     let started_at = Instant::now();
     let span = info_span!("cycle", started = %now);
     async move {
-        let (clusters, vms, networks) = tokio::join!(
-            api.list::<KubernetesCluster>("listKubernetesClusters", "kubernetescluster", &ROOT_SCOPE),
-            api.list::<VirtualMachine>(
+        // Of all VMs, only those named like a CKS node can be a cluster's, and only those
+        // mapped last cycle are looked up by id: the rest (most VMs of a cloud) is dropped
+        // while the pages are read.
+        let known: HashSet<&str> = previous
+            .values()
+            .flat_map(|p| p.vms.keys().chain(p.vanished.keys()))
+            .map(String::as_str)
+            .collect();
+        let keep = |vm: &VirtualMachine| {
+            !crate::naming::split(&vm.name).is_empty() || known.contains(vm.id.as_str())
+        };
+        let vm_listing = async {
+            api.list_where::<VirtualMachine, _>(
                 "listVirtualMachines",
                 "virtualmachine",
-                &[("listall", "true"), ("projectid", "-1"), ("details", "min")]
-            ),
-            api.list::<Network>("listNetworks", "network", &ROOT_SCOPE),
-        );
-        let clusters = clusters.map_err(|source| CycleError::List { what: "Kubernetes clusters", source })?;
-        let vms = vms.map_err(|source| CycleError::List { what: "virtual machines", source })?;
-        let networks = networks.map_err(|source| CycleError::List { what: "networks", source })?;
-        debug!(clusters = clusters.len(), vms = vms.len(), networks = networks.len(), "listed");
-
-        let networks: HashMap<&str, &Network> = networks.iter().map(|n| (n.id.as_str(), n)).collect();
+                &[("listall", "true"), ("projectid", "-1"), ("details", "min")],
+                keep,
+            )
+            .await
+            .map_err(|source| CycleError::List { what: "virtual machines", source })
+        };
+        // The clusters and the networks are all the node listings need: these start as soon
+        // as both are read, while the VMs, the largest listing, are still being read.
+        let inventory = async {
+            let (clusters, networks) = tokio::join!(
+                api.list::<KubernetesCluster>("listKubernetesClusters", "kubernetescluster", &ROOT_SCOPE),
+                api.list::<Network>("listNetworks", "network", &ROOT_SCOPE),
+            );
+            let clusters = clusters.map_err(|source| CycleError::List { what: "Kubernetes clusters", source })?;
+            let networks = networks.map_err(|source| CycleError::List { what: "networks", source })?;
+            debug!(clusters = clusters.len(), networks = networks.len(), "listed");
+            let checkable: Vec<usize> = (0..clusters.len()).filter(|&i| skip_reason(&clusters[i]).is_none()).collect();
+            let node_views = list_nodes(&clusters, &networks, &checkable, lister, settings).await;
+            Ok((clusters, checkable, node_views))
+        };
+        // Whichever fails first ends the cycle at once; the other is dropped, which aborts
+        // the node listings still running.
+        let (vms, (clusters, checkable, mut node_views)) = tokio::try_join!(vm_listing, inventory)?;
+        debug!(vms_kept = vms.len(), "VMs listed");
 
         // Every VM id in any cluster's map, checked or not.
         let mut mapped_by: HashMap<&str, usize> = HashMap::new();
@@ -281,13 +324,12 @@ pub async fn run_cycle(
             }
         }
 
-        let checkable: Vec<usize> = (0..clusters.len()).filter(|&i| skip_reason(&clusters[i]).is_none()).collect();
         let index = NameIndex::new(checkable.iter().filter_map(|&i| {
             let c = &clusters[i];
             owner_of_cluster(c).map(|o| (o, c.name.as_str(), c.id.as_str()))
         }));
 
-        // The owner's VMs named as nodes of each checkable cluster, in one pass over all VMs.
+        // The owner's VMs named as nodes of each checkable cluster, in one pass over the VMs.
         let mut named: HashMap<usize, Vec<Vm>> = HashMap::new();
         for vm in &vms {
             let Some(owner) = owner_of_vm(vm) else { continue };
@@ -297,51 +339,14 @@ pub async fn run_cycle(
         }
         let vm_by_id: HashMap<&str, &VirtualMachine> = vms.iter().map(|vm| (vm.id.as_str(), vm)).collect();
 
-        // Node listings, bounded.
-        let semaphore = Arc::new(Semaphore::new(settings.concurrency.max(1)));
-        let mut listings = tokio::task::JoinSet::new();
-        for &i in &checkable {
-            let c = &clusters[i];
-            let network = c.networkid.as_deref().and_then(|id| networks.get(id).copied());
-            let target = ssh_target(c, network, &settings.default_user).map_err(str::to_string);
-            let lister = lister.clone();
-            let semaphore = semaphore.clone();
-            let span = info_span!("cluster", cluster = %c.name, id = %c.id);
-            listings.spawn(
-                async move {
-                    let target = match target {
-                        Ok(t) => t,
-                        Err(reason) => return (i, NodeView::Unknown { reason }, None),
-                    };
-                    let _permit = semaphore.acquire_owned().await;
-                    match lister.list_nodes(&target).await {
-                        Ok(nodes) => (i, NodeView::Listed(nodes), None),
-                        Err(e) => {
-                            warn!(host = %target.host, port = target.port, user = %target.user, error = %e, "cannot list the Kubernetes nodes; comparing the VM map with the VMs only");
-                            (i, NodeView::Unknown { reason: e.to_string() }, Some(e.reason()))
-                        }
-                    }
-                }
-                .instrument(span),
-            );
-        }
-        let mut node_views: HashMap<usize, (NodeView, Option<&'static str>)> = HashMap::new();
-        while let Some(joined) = listings.join_next().await {
-            match joined {
-                Ok((i, view, failure)) => {
-                    node_views.insert(i, (view, failure));
-                }
-                Err(e) => warn!(error = %e, "a node listing task failed"),
-            }
-        }
-
         // Read the clusters again: anything whose state or map changed meanwhile is not
-        // reported this cycle (an operation ran during the check).
+        // reported this cycle (an operation ran during the check). Only the state and the
+        // map's ids are compared, so only they are kept.
         let again = api
-            .list::<KubernetesCluster>("listKubernetesClusters", "kubernetescluster", &ROOT_SCOPE)
+            .list::<ClusterFingerprint>("listKubernetesClusters", "kubernetescluster", &ROOT_SCOPE)
             .await
             .map_err(|source| CycleError::List { what: "Kubernetes clusters (second read)", source })?;
-        let again: HashMap<&str, &KubernetesCluster> = again.iter().map(|c| (c.id.as_str(), c)).collect();
+        let again: HashMap<&str, &ClusterFingerprint> = again.iter().map(|c| (c.id.as_str(), c)).collect();
 
         let mut outcomes = Vec::with_capacity(clusters.len());
         for (i, c) in clusters.iter().enumerate() {
@@ -373,7 +378,7 @@ pub async fn run_cycle(
                     outcomes.push(outcome);
                     continue;
                 }
-                Some(now_c) if fingerprint(now_c) != fingerprint(c) => {
+                Some(now_c) if !now_c.same_as(c) => {
                     outcome.skip = Some(SkipKind::Changed);
                     outcome.reason = Some(if now_c.state != c.state {
                         format!("its state changed from {} to {} during the check", c.state, now_c.state)
@@ -441,6 +446,59 @@ pub async fn run_cycle(
     }
     .instrument(span)
     .await
+}
+
+/// A node view per checkable cluster (by index), with the failure label of listings that
+/// failed. At most `settings.concurrency` listings run at once; dropping the future aborts
+/// those still running.
+async fn list_nodes(
+    clusters: &[KubernetesCluster],
+    networks: &[Network],
+    checkable: &[usize],
+    lister: Arc<dyn NodeLister>,
+    settings: &CycleSettings,
+) -> HashMap<usize, (NodeView, Option<&'static str>)> {
+    let networks: HashMap<&str, &Network> = networks.iter().map(|n| (n.id.as_str(), n)).collect();
+    let semaphore = Arc::new(Semaphore::new(settings.concurrency.max(1)));
+    let mut listings = tokio::task::JoinSet::new();
+    for &i in checkable {
+        let c = &clusters[i];
+        let network = c
+            .networkid
+            .as_deref()
+            .and_then(|id| networks.get(id).copied());
+        let target = ssh_target(c, network, &settings.default_user).map_err(str::to_string);
+        let lister = lister.clone();
+        let semaphore = semaphore.clone();
+        let span = info_span!("cluster", cluster = %c.name, id = %c.id);
+        listings.spawn(
+                async move {
+                    let target = match target {
+                        Ok(t) => t,
+                        Err(reason) => return (i, NodeView::Unknown { reason }, None),
+                    };
+                    let _permit = semaphore.acquire_owned().await;
+                    match lister.list_nodes(&target).await {
+                        Ok(nodes) => (i, NodeView::Listed(nodes), None),
+                        Err(e) => {
+                            warn!(host = %target.host, port = target.port, user = %target.user, error = %e, "cannot list the Kubernetes nodes; comparing the VM map with the VMs only");
+                            (i, NodeView::Unknown { reason: e.to_string() }, Some(e.reason()))
+                        }
+                    }
+                }
+                .instrument(span),
+            );
+    }
+    let mut node_views = HashMap::new();
+    while let Some(joined) = listings.join_next().await {
+        match joined {
+            Ok((i, view, failure)) => {
+                node_views.insert(i, (view, failure));
+            }
+            Err(e) => warn!(error = %e, "a node listing task failed"),
+        }
+    }
+    node_views
 }
 
 /// Map rows the API stopped showing: ids mapped last cycle, gone from `virtualmachines` now,
@@ -528,6 +586,172 @@ mod tests {
             networkmode: mode.map(Into::into),
             vpcid: None,
         }
+    }
+
+    use crate::cloudstack::client::ClientOptions;
+    use crate::diff::MismatchKind;
+    use crate::remote::{NodeListError, NodeListFuture};
+    use crate::sim::{NodeRole as SimRole, Sim, SimTransport, World};
+
+    /// Node names per control-node host; any other host refuses the connection.
+    struct FixedNodes(HashMap<String, Vec<String>>);
+
+    impl NodeLister for FixedNodes {
+        fn list_nodes<'a>(&'a self, target: &'a SshTarget) -> NodeListFuture<'a> {
+            let nodes = self.0.get(&target.host).cloned();
+            Box::pin(async move {
+                nodes.ok_or_else(|| NodeListError::Connect {
+                    host: target.host.clone(),
+                    port: target.port,
+                    source: std::io::ErrorKind::ConnectionRefused.into(),
+                })
+            })
+        }
+    }
+
+    fn settings() -> CycleSettings {
+        CycleSettings {
+            policy: Policy::default(),
+            concurrency: 2,
+            default_user: "cloud".into(),
+        }
+    }
+
+    /// The node names of a cluster's mapped VMs, keyed by its endpoint host.
+    fn nodes_of(w: &World, cluster_id: &str) -> (String, Vec<String>) {
+        let c = w.cluster(cluster_id).unwrap();
+        let names = c
+            .map
+            .iter()
+            .map(|id| w.vm(id).unwrap().name.to_lowercase())
+            .collect();
+        (endpoint_host(Some(&c.endpoint)).unwrap(), names)
+    }
+
+    fn calls(api: &Client) -> Vec<(String, u64)> {
+        api.stats()
+            .into_iter()
+            .map(|(command, _, n)| (command, n))
+            .collect()
+    }
+
+    /// A cluster's name, status and findings (kind, VM id or node name).
+    type Found<'a> = (&'a str, ClusterStatus, Vec<(MismatchKind, Option<&'a str>)>);
+
+    #[tokio::test]
+    async fn a_cycle_finds_drift_among_many_unrelated_vms() {
+        let mut w = World::new(Timestamp::from_unix(1_750_000_000));
+        let domain = w.add_domain("eng");
+        let alice = w.add_account("alice", &domain);
+        let one = w.add_cluster("one", alice.clone(), 1, 2, 0);
+        let two = w.add_cluster("two", alice.clone(), 1, 1, 0);
+        let stray = w.add_node_vm(&one, SimRole::Worker, false);
+        for i in 0..1200 {
+            w.add_vm(&format!("web{i}"), alice.clone(), None);
+        }
+        w.advance(Duration::from_secs(3600));
+        let now = w.now;
+        let (host_one, nodes_one) = nodes_of(&w, &one);
+        let (host_two, mut nodes_two) = nodes_of(&w, &two);
+        nodes_two.push("ghost".into());
+        let lister = Arc::new(FixedNodes(HashMap::from([
+            (host_one, nodes_one),
+            (host_two, nodes_two),
+        ])));
+        let sim = Arc::new(Sim::new(w));
+        let api = Client::with_transport(Arc::new(SimTransport(sim)), ClientOptions::default());
+
+        let report = run_cycle(&api, lister, &settings(), &HashMap::new(), now)
+            .await
+            .unwrap();
+
+        let found: Vec<Found> = report
+            .clusters
+            .iter()
+            .map(|c| {
+                let kinds = c
+                    .mismatches
+                    .iter()
+                    .map(|m| (m.kind, m.vm_id.as_deref().or(m.node.as_deref())))
+                    .collect();
+                (c.name.as_str(), c.status, kinds)
+            })
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (
+                    "one",
+                    ClusterStatus::Checked,
+                    vec![(MismatchKind::UnmappedVm, Some(stray.as_str()))]
+                ),
+                (
+                    "two",
+                    ClusterStatus::Checked,
+                    vec![(MismatchKind::NodeWithoutVm, Some("ghost"))]
+                ),
+            ]
+        );
+        // 1206 VMs: three pages; the clusters twice and the networks once.
+        assert_eq!(
+            calls(&api),
+            [
+                ("listKubernetesClusters".to_string(), 2),
+                ("listNetworks".to_string(), 1),
+                ("listVirtualMachines".to_string(), 3),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_vm_mapped_last_cycle_is_kept_whatever_its_name() {
+        let mut w = World::new(Timestamp::from_unix(1_750_000_000));
+        let root = w.root_domain_id().to_string();
+        let alice = w.add_account("alice", &root);
+        let one = w.add_cluster("one", alice.clone(), 1, 2, 0);
+        let (host, nodes) = nodes_of(&w, &one);
+        let mut previous_vms = BTreeMap::new();
+        for id in &w.cluster(&one).unwrap().map {
+            previous_vms.insert(id.clone(), w.vm(id).unwrap().name.clone());
+        }
+        // A worker renamed by hand and taken out of the map: it no longer looks like a node,
+        // but the listing shows it still exists, so no probe by id is needed.
+        let renamed = w.cluster(&one).unwrap().map[2].clone();
+        w.vm_mut(&renamed).name = "renamed-by-hand".into();
+        w.remove_map_row(&one, &renamed);
+        w.advance(Duration::from_secs(3600));
+        let now = w.now;
+        let lister = Arc::new(FixedNodes(HashMap::from([(host, nodes)])));
+        let sim = Arc::new(Sim::new(w));
+        let api = Client::with_transport(Arc::new(SimTransport(sim)), ClientOptions::default());
+        let previous = HashMap::from([(
+            one.clone(),
+            PreviousMap {
+                vms: previous_vms,
+                expected_vms: 3,
+                vanished: BTreeMap::new(),
+            },
+        )]);
+
+        let report = run_cycle(&api, lister, &settings(), &previous, now)
+            .await
+            .unwrap();
+
+        assert_eq!(report.clusters[0].status, ClusterStatus::Checked);
+        let vanished: Vec<&Mismatch> = report.clusters[0]
+            .mismatches
+            .iter()
+            .filter(|m| m.kind == MismatchKind::MappedVm)
+            .collect();
+        assert_eq!(vanished, Vec::<&Mismatch>::new());
+        assert_eq!(
+            calls(&api),
+            [
+                ("listKubernetesClusters".to_string(), 2),
+                ("listNetworks".to_string(), 1),
+                ("listVirtualMachines".to_string(), 1),
+            ]
+        );
     }
 
     #[test]

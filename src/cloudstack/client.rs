@@ -8,8 +8,9 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::stream::{self, StreamExt};
 use rand::Rng;
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, DeserializeSeed};
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -72,6 +73,9 @@ impl RetryPolicy {
 pub struct ClientOptions {
     /// Rows per page of list commands (at most the server's `default.page.size`).
     pub page_size: u32,
+    /// Pages of one list command in flight at once, once the first page has told how many
+    /// rows there are (the management server serves concurrent reads).
+    pub page_concurrency: usize,
     pub retry: RetryPolicy,
     /// Wait between two `queryAsyncJobResult` calls.
     pub async_poll_interval: Duration,
@@ -83,6 +87,7 @@ impl Default for ClientOptions {
     fn default() -> Self {
         ClientOptions {
             page_size: 500,
+            page_concurrency: 4,
             retry: RetryPolicy::default(),
             async_poll_interval: Duration::from_secs(2),
             async_deadline: Duration::from_secs(120),
@@ -99,7 +104,7 @@ enum Outcome {
 }
 
 impl Outcome {
-    fn of(result: &Result<Value, ApiError>) -> Outcome {
+    fn of<R>(result: &Result<R, ApiError>) -> Outcome {
         match result {
             Ok(_) => Outcome::Ok,
             Err(e) if e.is_transient() => Outcome::Transient,
@@ -179,17 +184,21 @@ impl Client {
     /// Runs one command and returns the object under `<command lowercased>response`.
     /// Transient failures are retried as the [`RetryPolicy`] says; nothing else is.
     pub async fn request(&self, command: &str, params: &[(&str, &str)]) -> Result<Value, ApiError> {
-        let request = ApiRequest {
-            command: command.to_string(),
-            params: params
-                .iter()
-                .map(|(name, value)| (name.to_string(), value.to_string()))
-                .collect(),
-        };
+        let request = api_request(command, params);
+        self.retried(command, || self.attempt(&request)).await
+    }
+
+    /// Runs `call` until it succeeds, fails with a non-transient error, or the attempts are
+    /// used up; counts every attempt in [`Client::stats`].
+    async fn retried<R, F, Fut>(&self, command: &str, mut call: F) -> Result<R, ApiError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<R, ApiError>>,
+    {
         let attempts = self.options.retry.attempts.max(1);
         let mut attempt = 1;
         loop {
-            let result = self.attempt(&request).await;
+            let result = call().await;
             self.count(command, Outcome::of(&result));
             match result {
                 Err(error) if error.is_transient() && attempt < attempts => {
@@ -210,21 +219,32 @@ impl Client {
     }
 
     async fn attempt(&self, request: &ApiRequest) -> Result<Value, ApiError> {
-        let raw = self
-            .transport
+        let raw = self.send(request).await?;
+        read_response(
+            &request.command,
+            &self.endpoint,
+            self.requested_page_size(request),
+            &raw,
+        )
+    }
+
+    async fn send(&self, request: &ApiRequest) -> Result<RawResponse, ApiError> {
+        self.transport
             .send(request.clone())
             .await
             .map_err(|source| ApiError::Transport {
                 command: request.command.clone(),
                 source,
-            })?;
-        let page_size = request
+            })
+    }
+
+    fn requested_page_size(&self, request: &ApiRequest) -> u32 {
+        request
             .params
             .iter()
             .find(|(name, _)| name == "pagesize")
             .and_then(|(_, value)| value.parse().ok())
-            .unwrap_or(self.options.page_size);
-        read_response(&request.command, &self.endpoint, page_size, &raw)
+            .unwrap_or(self.options.page_size)
     }
 
     fn count(&self, command: &str, outcome: Outcome) {
@@ -237,49 +257,112 @@ impl Client {
     /// Every row of a list command: asks for `page=1..` with `pagesize`, and stops when the
     /// rows read reach `count` (the total number of matches) or a page comes back short or
     /// without `item_key`. An empty list (`{"listxresponse":{}}`) is an empty `Vec`.
+    ///
+    /// Once the first page has given `count`, the pages it implies are fetched
+    /// [`ClientOptions::page_concurrency`] at a time; rows keep the server's order, and a
+    /// page that fails (after its retries) fails the whole list.
     pub async fn list<T: DeserializeOwned>(
         &self,
         command: &str,
         item_key: &str,
         params: &[(&str, &str)],
     ) -> Result<Vec<T>, ApiError> {
+        self.list_where(command, item_key, params, |_: &T| true)
+            .await
+    }
+
+    /// Like [`Client::list`], but keeps only the rows `keep` accepts, so that a large listing
+    /// of which a small part matters is never held whole. Paging counts every row read.
+    pub async fn list_where<T, K>(
+        &self,
+        command: &str,
+        item_key: &str,
+        params: &[(&str, &str)],
+        keep: K,
+    ) -> Result<Vec<T>, ApiError>
+    where
+        T: DeserializeOwned,
+        K: Fn(&T) -> bool,
+    {
         let page_size = self.options.page_size.max(1);
-        let page_size_text = page_size.to_string();
         let mut rows: Vec<T> = Vec::new();
-        for page in 1..=MAX_PAGES {
-            let page_text = page.to_string();
-            let mut page_params = params.to_vec();
-            page_params.push(("page", &page_text));
-            page_params.push(("pagesize", &page_size_text));
-            let mut answer = self.request(command, &page_params).await?;
-            let count = read_count(command, &answer)?;
-            let items = match answer.get_mut(item_key).map(Value::take) {
-                None | Some(Value::Null) => Vec::new(),
-                Some(Value::Array(items)) => items,
-                Some(other) => {
-                    return Err(ApiError::Decode {
-                        command: command.to_string(),
-                        detail: format!("`{item_key}` is not a list but {}", kind(&other)),
-                    });
+        let mut read: u64 = 0;
+        let mut next = 1u32;
+        // The first batch is page 1 alone: its `count` tells how many pages follow.
+        let mut last = 1u32;
+        loop {
+            let mut pages = stream::iter(next..=last)
+                .map(|page| self.page(command, item_key, params, page, &keep))
+                .buffered(self.options.page_concurrency.max(1));
+            let mut count = None;
+            while let Some(answer) = pages.next().await {
+                let answer = answer?;
+                tracing::trace!(command, page = next, rows = answer.read, "page read");
+                read += answer.read as u64;
+                rows.extend(answer.rows);
+                let complete = answer.count.is_some_and(|total| read >= total);
+                if complete || answer.read < page_size as usize {
+                    // Pages still in flight are past the end: dropping them cancels them.
+                    return Ok(rows);
                 }
-            };
-            let on_page = items.len();
-            for (i, item) in items.into_iter().enumerate() {
-                let row = serde_json::from_value(item).map_err(|e| ApiError::Decode {
-                    command: command.to_string(),
-                    detail: format!("page {page}, `{item_key}` row {i}: {e}"),
-                })?;
-                rows.push(row);
+                count = answer.count;
+                next += 1;
             }
-            let complete = count.is_some_and(|total| rows.len() as u64 >= total);
-            if complete || on_page < page_size as usize {
+            if next > MAX_PAGES {
+                return Err(ApiError::Decode {
+                    command: command.to_string(),
+                    detail: format!(
+                        "still full pages after {MAX_PAGES} pages without a reachable count"
+                    ),
+                });
+            }
+            // Every page so far was full and `count` is not reached: fetch the pages it still
+            // implies, or one more when there is no `count`.
+            let more = count.map_or(1, |total| {
+                total.saturating_sub(read).div_ceil(u64::from(page_size))
+            });
+            let more = u32::try_from(more.max(1)).unwrap_or(u32::MAX);
+            last = next.saturating_add(more - 1).min(MAX_PAGES);
+        }
+    }
+
+    /// One page of a list command, with retries.
+    async fn page<T, K>(
+        &self,
+        command: &str,
+        item_key: &str,
+        params: &[(&str, &str)],
+        page: u32,
+        keep: &K,
+    ) -> Result<ListPage<T>, ApiError>
+    where
+        T: DeserializeOwned,
+        K: Fn(&T) -> bool,
+    {
+        let page_text = page.to_string();
+        let page_size_text = self.options.page_size.max(1).to_string();
+        let mut page_params = params.to_vec();
+        page_params.push(("page", &page_text));
+        page_params.push(("pagesize", &page_size_text));
+        let request = api_request(command, &page_params);
+        self.retried(command, || async {
+            let raw = self.send(&request).await?;
+            if raw.status == 200
+                && let Some(rows) = parse_page(&raw.body, &response_key(command), item_key, keep)
+            {
                 return Ok(rows);
             }
-        }
-        Err(ApiError::Decode {
-            command: command.to_string(),
-            detail: format!("still full pages after {MAX_PAGES} pages without a reachable count"),
+            // Not a plain page: the general reader tells what it is (an error answer, or
+            // what is wrong with the page).
+            let answer = read_response(
+                command,
+                &self.endpoint,
+                self.requested_page_size(&request),
+                &raw,
+            )?;
+            page_from_value(command, item_key, page, answer, keep)
         })
+        .await
     }
 
     /// Runs an asynchronous command and waits for its job: polls `queryAsyncJobResult`
@@ -361,7 +444,7 @@ pub fn read_response(
     page_size: u32,
     raw: &RawResponse,
 ) -> Result<Value, ApiError> {
-    let key = format!("{}response", command.to_lowercase());
+    let key = response_key(command);
     let parsed = serde_json::from_str::<Value>(&raw.body);
     if raw.status == 200 {
         let mut body = parsed.map_err(|e| ApiError::Decode {
@@ -427,6 +510,211 @@ pub fn read_response(
             .and_then(|c| u32::try_from(c).ok()),
         text,
     })
+}
+
+fn api_request(command: &str, params: &[(&str, &str)]) -> ApiRequest {
+    ApiRequest {
+        command: command.to_string(),
+        params: params
+            .iter()
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect(),
+    }
+}
+
+fn response_key(command: &str) -> String {
+    format!("{}response", command.to_lowercase())
+}
+
+/// One page of a list answer: its `count`, how many rows it had, and the rows kept.
+struct ListPage<T> {
+    count: Option<u64>,
+    read: usize,
+    rows: Vec<T>,
+}
+
+/// Reads a page from an answer already parsed as JSON, saying which row is wrong if one is.
+fn page_from_value<T: DeserializeOwned>(
+    command: &str,
+    item_key: &str,
+    page: u32,
+    mut answer: Value,
+    keep: &impl Fn(&T) -> bool,
+) -> Result<ListPage<T>, ApiError> {
+    let count = read_count(command, &answer)?;
+    let items = match answer.get_mut(item_key).map(Value::take) {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items,
+        Some(other) => {
+            return Err(ApiError::Decode {
+                command: command.to_string(),
+                detail: format!("`{item_key}` is not a list but {}", kind(&other)),
+            });
+        }
+    };
+    let read = items.len();
+    let mut rows = Vec::new();
+    for (i, item) in items.into_iter().enumerate() {
+        let row = serde_json::from_value(item).map_err(|e| ApiError::Decode {
+            command: command.to_string(),
+            detail: format!("page {page}, `{item_key}` row {i}: {e}"),
+        })?;
+        if keep(&row) {
+            rows.push(row);
+        }
+    }
+    Ok(ListPage { count, read, rows })
+}
+
+/// Reads a list page straight from the body into rows, without building the JSON tree:
+/// `{"<response_key>": {"count": N, "<item_key>": [...]}}`, other keys skipped. `None` for
+/// anything else; [`page_from_value`] then says what is wrong.
+fn parse_page<T: DeserializeOwned>(
+    body: &str,
+    response_key: &str,
+    item_key: &str,
+    keep: &dyn Fn(&T) -> bool,
+) -> Option<ListPage<T>> {
+    let mut de = serde_json::Deserializer::from_str(body);
+    let seed = page_seed::Envelope {
+        response_key,
+        item_key,
+        keep,
+    };
+    let page = seed.deserialize(&mut de).ok()??;
+    de.end().ok()?;
+    Some(page)
+}
+
+/// The serde visitors behind [`parse_page`].
+mod page_seed {
+    use std::fmt;
+
+    use serde::Deserialize;
+    use serde::de::{
+        DeserializeSeed, Deserializer, Error, IgnoredAny, MapAccess, SeqAccess, Visitor,
+    };
+    use serde_json::Value;
+
+    use super::{ListPage, as_u64};
+
+    /// The whole answer: finds the response object.
+    pub(super) struct Envelope<'a, T> {
+        pub(super) response_key: &'a str,
+        pub(super) item_key: &'a str,
+        pub(super) keep: &'a dyn Fn(&T) -> bool,
+    }
+
+    /// The response object: `count` and the rows.
+    struct Body<'a, T> {
+        item_key: &'a str,
+        keep: &'a dyn Fn(&T) -> bool,
+    }
+
+    /// The rows: a list, or `null` for none.
+    struct Rows<'a, T> {
+        keep: &'a dyn Fn(&T) -> bool,
+    }
+
+    impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for Envelope<'_, T> {
+        type Value = Option<ListPage<T>>;
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for Envelope<'_, T> {
+        type Value = Option<ListPage<T>>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a CloudStack answer")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut page = None;
+            while let Some(key) = map.next_key::<String>()? {
+                if key == self.response_key && page.is_none() {
+                    page = Some(map.next_value_seed(Body {
+                        item_key: self.item_key,
+                        keep: self.keep,
+                    })?);
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(page)
+        }
+    }
+
+    impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for Body<'_, T> {
+        type Value = ListPage<T>;
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for Body<'_, T> {
+        type Value = ListPage<T>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a list response object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut page = ListPage {
+                count: None,
+                read: 0,
+                rows: Vec::new(),
+            };
+            while let Some(key) = map.next_key::<String>()? {
+                if key == "count" {
+                    page.count = match map.next_value::<Value>()? {
+                        Value::Null => None,
+                        value => Some(as_u64(&value).ok_or_else(|| A::Error::custom("count"))?),
+                    };
+                } else if key == self.item_key {
+                    (page.read, page.rows) = map.next_value_seed(Rows { keep: self.keep })?;
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(page)
+        }
+    }
+
+    impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for Rows<'_, T> {
+        type Value = (usize, Vec<T>);
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for Rows<'_, T> {
+        type Value = (usize, Vec<T>);
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a list of rows")
+        }
+
+        fn visit_unit<E: Error>(self) -> Result<Self::Value, E> {
+            Ok((0, Vec::new()))
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut read = 0;
+            let mut rows = Vec::new();
+            while let Some(row) = seq.next_element::<T>()? {
+                read += 1;
+                if (self.keep)(&row) {
+                    rows.push(row);
+                }
+            }
+            Ok((read, rows))
+        }
+    }
 }
 
 /// `count` of a list answer; CloudStack writes a number, tolerate a numeric string.
@@ -533,6 +821,7 @@ mod tests {
     fn fast_options(page_size: u32) -> ClientOptions {
         ClientOptions {
             page_size,
+            page_concurrency: 4,
             retry: RetryPolicy {
                 attempts: 3,
                 base_delay: Duration::from_millis(1),
@@ -661,6 +950,258 @@ mod tests {
         assert_eq!(script.requests().len(), 3);
         assert_eq!(param(&script.requests()[2], "page"), Some("3"));
         assert_eq!(param(&script.requests()[2], "pagesize"), Some("2"));
+    }
+
+    /// A list command served by page number: `total` rows `vm-0..`, answered after a delay
+    /// that shrinks with the page number (so later pages come back first), with scripted
+    /// failures for some pages. Records the pages asked for and the most pages in flight.
+    struct PagedServer {
+        total: usize,
+        page_size: usize,
+        failures: Mutex<BTreeMap<u32, VecDeque<RawResponse>>>,
+        asked: Mutex<Vec<u32>>,
+        in_flight: std::sync::atomic::AtomicUsize,
+        most_in_flight: std::sync::atomic::AtomicUsize,
+    }
+
+    impl PagedServer {
+        fn new(total: usize, page_size: usize) -> Arc<PagedServer> {
+            Arc::new(PagedServer {
+                total,
+                page_size,
+                failures: Mutex::new(BTreeMap::new()),
+                asked: Mutex::new(Vec::new()),
+                in_flight: 0.into(),
+                most_in_flight: 0.into(),
+            })
+        }
+
+        fn fail(&self, page: u32, status: u16, body: &str) {
+            self.failures
+                .lock()
+                .unwrap()
+                .entry(page)
+                .or_default()
+                .push_back(RawResponse {
+                    status,
+                    body: body.to_string(),
+                });
+        }
+
+        fn asked(&self) -> Vec<u32> {
+            self.asked.lock().unwrap().clone()
+        }
+    }
+
+    impl Transport for PagedServer {
+        fn send(&self, request: ApiRequest) -> TransportFuture<'_> {
+            use std::sync::atomic::Ordering::SeqCst;
+            let page: u32 = param(&request, "page").unwrap().parse().unwrap();
+            self.asked.lock().unwrap().push(page);
+            let now = self.in_flight.fetch_add(1, SeqCst) + 1;
+            self.most_in_flight.fetch_max(now, SeqCst);
+            let failure = self
+                .failures
+                .lock()
+                .unwrap()
+                .get_mut(&page)
+                .and_then(VecDeque::pop_front);
+            let start = (page as usize - 1) * self.page_size;
+            let end = (start + self.page_size).min(self.total);
+            let body = json!({"listvirtualmachinesresponse": {
+                "count": self.total,
+                "virtualmachine": rows(start.min(end)..end),
+            }});
+            Box::pin(async move {
+                tokio::time::sleep(Duration::from_millis(u64::from(20u32.saturating_sub(page))))
+                    .await;
+                self.in_flight.fetch_sub(1, SeqCst);
+                Ok(failure.unwrap_or(RawResponse {
+                    status: 200,
+                    body: body.to_string(),
+                }))
+            })
+        }
+    }
+
+    fn ids(rows: &[Row]) -> Vec<String> {
+        rows.iter().map(|r| r.id.clone()).collect()
+    }
+
+    fn expected_ids(range: std::ops::Range<usize>) -> Vec<String> {
+        range.map(|i| format!("vm-{i}")).collect()
+    }
+
+    #[tokio::test]
+    async fn pages_after_the_first_are_fetched_together_in_order() {
+        let server = PagedServer::new(2203, 500);
+        let client = Client::with_transport(server.clone(), fast_options(500));
+        let vms: Vec<Row> = client
+            .list("listVirtualMachines", "virtualmachine", &[])
+            .await
+            .unwrap();
+        // Pages 2..5 answer in reverse order; the rows keep the server's order.
+        assert_eq!(ids(&vms), expected_ids(0..2203));
+        assert_eq!(server.asked(), [1, 2, 3, 4, 5]);
+        let most = server
+            .most_in_flight
+            .load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(most, 4);
+        assert_eq!(
+            client.stats(),
+            [("listVirtualMachines".to_string(), "ok", 5)]
+        );
+    }
+
+    #[tokio::test]
+    async fn page_concurrency_bounds_the_pages_in_flight() {
+        let server = PagedServer::new(2203, 500);
+        let mut options = fast_options(500);
+        options.page_concurrency = 2;
+        let client = Client::with_transport(server.clone(), options);
+        let vms: Vec<Row> = client
+            .list("listVirtualMachines", "virtualmachine", &[])
+            .await
+            .unwrap();
+        assert_eq!(ids(&vms), expected_ids(0..2203));
+        let most = server
+            .most_in_flight
+            .load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(most, 2);
+    }
+
+    #[tokio::test]
+    async fn only_the_pages_count_implies_are_asked_for() {
+        for (total, pages) in [(0, 1), (499, 1), (500, 1), (501, 2), (1500, 3), (1501, 4)] {
+            let server = PagedServer::new(total, 500);
+            let client = Client::with_transport(server.clone(), fast_options(500));
+            let vms: Vec<Row> = client
+                .list("listVirtualMachines", "virtualmachine", &[])
+                .await
+                .unwrap();
+            assert_eq!(vms.len(), total);
+            assert_eq!(server.asked(), (1..=pages).collect::<Vec<u32>>(), "{total}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failing_page_fails_the_list() {
+        let server = PagedServer::new(2203, 500);
+        server.fail(
+            3,
+            530,
+            r#"{"listvirtualmachinesresponse":{"uuidList":[],"errorcode":530,"cserrorcode":4250,"errortext":"database gone"}}"#,
+        );
+        let client = Client::with_transport(server.clone(), fast_options(500));
+        let err = client
+            .list::<Row>("listVirtualMachines", "virtualmachine", &[])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, ApiError::CloudStack { code: 530, text, .. } if text == "database gone"),
+            "{err:?}"
+        );
+        // Not retried: a CloudStack error is an answer.
+        assert_eq!(
+            server.asked().iter().filter(|&&p| p == 3).count(),
+            1,
+            "{:?}",
+            server.asked()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_page_with_a_transient_failure_is_retried_alone() {
+        let server = PagedServer::new(2203, 500);
+        server.fail(2, 503, "Service Unavailable");
+        let client = Client::with_transport(server.clone(), fast_options(500));
+        let vms: Vec<Row> = client
+            .list("listVirtualMachines", "virtualmachine", &[])
+            .await
+            .unwrap();
+        assert_eq!(ids(&vms), expected_ids(0..2203));
+        let mut asked = server.asked();
+        asked.sort_unstable();
+        assert_eq!(asked, [1, 2, 2, 3, 4, 5]);
+        assert_eq!(
+            client.stats(),
+            [
+                ("listVirtualMachines".to_string(), "ok", 5),
+                ("listVirtualMachines".to_string(), "transient", 1),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn list_where_keeps_some_rows_and_pages_by_all() {
+        let server = PagedServer::new(1203, 500);
+        let client = Client::with_transport(server.clone(), fast_options(500));
+        let vms: Vec<Row> = client
+            .list_where("listVirtualMachines", "virtualmachine", &[], |r: &Row| {
+                r.id.ends_with('7')
+            })
+            .await
+            .unwrap();
+        let expected: Vec<String> = expected_ids(0..1203)
+            .into_iter()
+            .filter(|id| id.ends_with('7'))
+            .collect();
+        assert_eq!(ids(&vms), expected);
+        assert_eq!(server.asked(), [1, 2, 3]);
+    }
+
+    #[tokio::test]
+    async fn a_count_that_grows_is_followed() {
+        // Rows were added after page 1: page 2 says there are more than page 1 did.
+        let script = Scripted::new(vec![
+            ok(json!({"listzonesresponse": {"count": 4, "zone": rows(0..2)}})),
+            ok(json!({"listzonesresponse": {"count": 6, "zone": rows(2..4)}})),
+            ok(json!({"listzonesresponse": {"count": 6, "zone": rows(4..6)}})),
+        ]);
+        let client = client(&script, fast_options(2));
+        let zones: Vec<Row> = client.list("listZones", "zone", &[]).await.unwrap();
+        assert_eq!(ids(&zones), expected_ids(0..6));
+        let requests = script.requests();
+        let pages: Vec<&str> = requests.iter().map(|r| param(r, "page").unwrap()).collect();
+        assert_eq!(pages, ["1", "2", "3"]);
+    }
+
+    #[tokio::test]
+    async fn count_may_be_a_numeric_string() {
+        let script = Scripted::new(vec![
+            ok(json!({"listzonesresponse": {"count": "3", "zone": rows(0..2)}})),
+            ok(json!({"listzonesresponse": {"count": "3", "zone": rows(2..3)}})),
+        ]);
+        let client = client(&script, fast_options(2));
+        let zones: Vec<Row> = client.list("listZones", "zone", &[]).await.unwrap();
+        assert_eq!(ids(&zones), expected_ids(0..3));
+        assert_eq!(script.requests().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_malformed_page_is_explained() {
+        let cases = [
+            (
+                json!({"listzonesresponse": {"count": 1, "zone": {"id": "z1"}}}),
+                "`zone` is not a list but an object",
+            ),
+            (
+                json!({"listzonesresponse": {"count": "many", "zone": rows(0..1)}}),
+                "`count` is not a number: \"many\"",
+            ),
+        ];
+        for (body, detail_expected) in cases {
+            let script = Scripted::new(vec![ok(body)]);
+            let client = client(&script, fast_options(500));
+            let err = client
+                .list::<Row>("listZones", "zone", &[])
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(&err, ApiError::Decode { command, detail } if command == "listZones" && detail == detail_expected),
+                "{err:?}"
+            );
+        }
     }
 
     #[tokio::test]
@@ -1048,6 +1589,7 @@ mod tests {
     fn default_options() {
         let options = ClientOptions::default();
         assert_eq!(options.page_size, 500);
+        assert_eq!(options.page_concurrency, 4);
         assert_eq!(options.retry.attempts, 3);
         assert_eq!(options.async_poll_interval, Duration::from_secs(2));
         assert_eq!(options.async_deadline, Duration::from_secs(120));

@@ -13,10 +13,12 @@ use crate::time::Timestamp;
 
 use super::query::{Acl, ApiError, Params, like_contains, paging, sql_eq};
 use super::render::{
-    alert_json, annotation_json, cluster_json, flat_body, job_json, list_body, network_json,
+    Index, alert_json, annotation_json, cluster_json, flat_body, job_json, list_body, network_json,
     object_body, vm_json,
 };
-use super::world::{JobOutcome, JobWork, SimAlert, SimAnnotation, SimJob, World};
+use super::world::{
+    JobOutcome, JobWork, SimAlert, SimAnnotation, SimCluster, SimJob, SimNetwork, SimVm, World,
+};
 
 /// Server settings the handlers honour.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,7 +94,7 @@ fn list_kubernetes_clusters(w: &World, s: &Settings, p: &Params) -> Result<Strin
     }
     let acl = Acl::from_params(p, w, id.is_some())?;
     let (name, keyword, state) = (p.get("name"), p.get("keyword"), p.get("state"));
-    let matches: Vec<Value> = w
+    let matches: Vec<&SimCluster> = w
         .clusters
         .iter()
         .filter(|c| !c.removed && acl.admits(&c.owner, w))
@@ -104,15 +106,16 @@ fn list_kubernetes_clusters(w: &World, s: &Settings, p: &Params) -> Result<Strin
             // Rows created before 4.19 were upgraded to CloudManaged.
             clustertype.is_none_or(|t| c.clustertype.as_deref().unwrap_or("CloudManaged") == t)
         })
-        .map(|c| cluster_json(w, c))
         .collect();
+    // Only the requested page is rendered: the count needs the matches, not their JSON.
     let count = matches.len();
-    Ok(list_body(
-        &p.command,
-        "kubernetescluster",
-        count,
-        &page.apply(matches),
-    ))
+    let ix = Index::with_vms(w);
+    let rendered: Vec<Value> = page
+        .apply(matches)
+        .into_iter()
+        .map(|c| cluster_json(w, &ix, c))
+        .collect();
+    Ok(list_body(&p.command, "kubernetescluster", count, &rendered))
 }
 
 fn list_virtual_machines(w: &World, s: &Settings, p: &Params) -> Result<String, ApiError> {
@@ -129,7 +132,7 @@ fn list_virtual_machines(w: &World, s: &Settings, p: &Params) -> Result<String, 
     let network = p.uuid("networkid", |v| w.network(v).is_some())?;
     let acl = Acl::from_params(p, w, id.is_some())?;
     let (name, keyword, state) = (p.get("name"), p.get("keyword"), p.get("state"));
-    let matches: Vec<Value> = w
+    let matches: Vec<&SimVm> = w
         .vms
         .iter()
         .filter(|vm| !vm.removed && acl.admits(&vm.owner, w))
@@ -161,15 +164,15 @@ fn list_virtual_machines(w: &World, s: &Settings, p: &Params) -> Result<String, 
             }
             Some(st) => sql_eq(&vm.state, st),
         })
-        .map(|vm| vm_json(w, vm, false))
         .collect();
     let count = matches.len();
-    Ok(list_body(
-        &p.command,
-        "virtualmachine",
-        count,
-        &page.apply(matches),
-    ))
+    let ix = Index::new(w);
+    let rendered: Vec<Value> = page
+        .apply(matches)
+        .into_iter()
+        .map(|vm| vm_json(w, &ix, vm, false))
+        .collect();
+    Ok(list_body(&p.command, "virtualmachine", count, &rendered))
 }
 
 fn list_networks(w: &World, s: &Settings, p: &Params) -> Result<String, ApiError> {
@@ -178,7 +181,7 @@ fn list_networks(w: &World, s: &Settings, p: &Params) -> Result<String, ApiError
     let zone = p.uuid("zoneid", |v| w.zone(v).is_some())?;
     let acl = Acl::from_params(p, w, id.is_some())?;
     let (keyword, kind) = (p.get("keyword"), p.get("type"));
-    let matches: Vec<Value> = w
+    let matches: Vec<&SimNetwork> = w
         .networks
         .iter()
         .filter(|n| acl.admits(&n.owner, w))
@@ -186,15 +189,14 @@ fn list_networks(w: &World, s: &Settings, p: &Params) -> Result<String, ApiError
         .filter(|n| zone.is_none_or(|z| n.zone_id == z))
         .filter(|n| kind.is_none_or(|t| sql_eq(n.network_type.as_str(), t)))
         .filter(|n| keyword.is_none_or(|k| like_contains(&n.name, k)))
-        .map(|n| network_json(w, n))
         .collect();
     let count = matches.len();
-    Ok(list_body(
-        &p.command,
-        "network",
-        count,
-        &page.apply(matches),
-    ))
+    let rendered: Vec<Value> = page
+        .apply(matches)
+        .into_iter()
+        .map(|n| network_json(w, n))
+        .collect();
+    Ok(list_body(&p.command, "network", count, &rendered))
 }
 
 fn list_alerts(w: &World, s: &Settings, p: &Params) -> Result<String, ApiError> {

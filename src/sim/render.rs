@@ -4,6 +4,8 @@
 //! Envelopes are written by hand so keys come in the server's order (`count` first,
 //! `uuidList` before `errorcode`); entity objects go through serde_json.
 
+use std::collections::HashMap;
+
 use serde_json::{Map, Value, json};
 
 use super::query::ApiError;
@@ -97,10 +99,58 @@ fn has_annotations(w: &World, entity_id: &str) -> bool {
         .any(|a| !a.removed && a.entity_id == entity_id)
 }
 
+/// Networks (and, for pages of clusters, VMs) by id, built once per answer: a page of
+/// clusters refers to thousands of VMs and networks, and a scan of the world for each would
+/// cost more than everything else.
+pub struct Index<'a> {
+    world: &'a World,
+    vms: Option<HashMap<&'a str, &'a SimVm>>,
+    networks: HashMap<&'a str, &'a SimNetwork>,
+}
+
+impl<'a> Index<'a> {
+    /// Networks only.
+    pub fn new(w: &'a World) -> Self {
+        let mut networks = HashMap::with_capacity(w.networks.len());
+        for n in &w.networks {
+            // The first of equal ids wins, as with `World::network`.
+            networks.entry(n.id.as_str()).or_insert(n);
+        }
+        Index {
+            world: w,
+            vms: None,
+            networks,
+        }
+    }
+
+    /// Networks and VMs.
+    pub fn with_vms(w: &'a World) -> Self {
+        let mut vms = HashMap::with_capacity(w.vms.len());
+        for vm in &w.vms {
+            vms.entry(vm.id.as_str()).or_insert(vm);
+        }
+        Index {
+            vms: Some(vms),
+            ..Index::new(w)
+        }
+    }
+
+    fn vm(&self, id: &str) -> Option<&'a SimVm> {
+        match &self.vms {
+            Some(vms) => vms.get(id).copied(),
+            None => self.world.vm(id),
+        }
+    }
+
+    fn network(&self, id: &str) -> Option<&'a SimNetwork> {
+        self.networks.get(id).copied()
+    }
+}
+
 /// A `UserVmResponse` (full view, with nics). Inside a cluster's `virtualmachines` the
 /// entry is a `KubernetesUserVmResponse`: it adds `isetcdnode`/`isexternalnode` (4.21+)
 /// and, since the bean copy may lose it, has no top-level `ipaddress`.
-pub fn vm_json(w: &World, vm: &SimVm, in_cluster: bool) -> Value {
+pub fn vm_json(w: &World, ix: &Index, vm: &SimVm, in_cluster: bool) -> Value {
     let mut m = Map::new();
     put(&mut m, "id", vm.id.as_str());
     put(&mut m, "name", vm.name.as_str());
@@ -122,7 +172,7 @@ pub fn vm_json(w: &World, vm: &SimVm, in_cluster: bool) -> Value {
         .nic
         .iter()
         .map(|n| {
-            let net = w.network(&n.network_id);
+            let net = ix.network(&n.network_id);
             json!({
                 "id": n.id,
                 "networkid": n.network_id,
@@ -158,7 +208,7 @@ pub fn vm_json(w: &World, vm: &SimVm, in_cluster: bool) -> Value {
 /// A `KubernetesClusterResponse`. `virtualmachines` follows the map rows in order and
 /// silently skips rows whose VM is removed or never existed, as `createKubernetesClusterResponse`
 /// does (its lookup adds `removed IS NULL`).
-pub fn cluster_json(w: &World, c: &SimCluster) -> Value {
+pub fn cluster_json(w: &World, ix: &Index, c: &SimCluster) -> Value {
     let mut m = Map::new();
     put(&mut m, "id", c.id.as_str());
     put(&mut m, "name", c.name.as_str());
@@ -169,7 +219,7 @@ pub fn cluster_json(w: &World, c: &SimCluster) -> Value {
         "kubernetesversionname",
         c.kubernetes_version.as_str(),
     );
-    let network = w.network(&c.network_id);
+    let network = ix.network(&c.network_id);
     put(&mut m, "networkid", c.network_id.as_str());
     if let Some(n) = network {
         put(&mut m, "associatednetworkname", n.name.as_str());
@@ -188,9 +238,9 @@ pub fn cluster_json(w: &World, c: &SimCluster) -> Value {
     let vms: Vec<Value> = c
         .map
         .iter()
-        .filter_map(|id| w.vm(id))
+        .filter_map(|id| ix.vm(id))
         .filter(|vm| !vm.removed)
-        .map(|vm| vm_json(w, vm, true))
+        .map(|vm| vm_json(w, ix, vm, true))
         .collect();
     put(&mut m, "virtualmachines", vms);
     // Only an isolated (not Shared, not ROUTED) network with one source-NAT IP.

@@ -354,12 +354,13 @@ async fn bad_credentials_and_unreachable_api_exit_2() {
     let run = crate::support::cloud::Run::from(out);
     assert_eq!(run.code, 2, "{run:?}");
     assert_eq!(run.stdout, "");
-    assert_eq!(
-        run.stderr.trim_end(),
-        format!(
-            "cks-drift: cannot list Kubernetes clusters: cloudstack at {} refused listKubernetesClusters with HTTP 401 (unable to verify user credentials and/or request signature); check cloudstack.api_key and cloudstack.secret_key (or CKS_DRIFT_API_KEY and CKS_DRIFT_SECRET_KEY), that this host's clock is right (requests expire), that the account and user are enabled, and that the key's role may call listKubernetesClusters (credentials)",
-            cloud.api.url()
-        )
+    let url = cloud.api.url();
+    assert!(
+        crate::support::cloud::from_any_listing(run.stderr.trim_end(), |what, command| format!(
+            "cks-drift: cannot list {what}: cloudstack at {url} refused {command} with HTTP 401 (unable to verify user credentials and/or request signature); check cloudstack.api_key and cloudstack.secret_key (or CKS_DRIFT_API_KEY and CKS_DRIFT_SECRET_KEY), that this host's clock is right (requests expire), that the account and user are enabled, and that the key's role may call {command} (credentials)"
+        )),
+        "{}",
+        run.stderr
     );
     assert_eq!(
         cloud.sim().calls().len(),
@@ -368,7 +369,6 @@ async fn bad_credentials_and_unreachable_api_exit_2() {
     );
 
     // Nothing listens: exit 2 naming the URL.
-    let url = cloud.api.url();
     let TestCloud { dir: _dir, api, .. } = cloud;
     drop(api);
     let out = tokio::process::Command::new(crate::support::cloud::binary())
@@ -379,12 +379,15 @@ async fn bad_credentials_and_unreachable_api_exit_2() {
         .unwrap();
     let run = crate::support::cloud::Run::from(out);
     assert_eq!(run.code, 2, "{run:?}");
-    assert_eq!(
-        run.stderr,
-        format!(
-            "cks-drift: cannot list Kubernetes clusters: cannot connect to {} (cloudstack.url): Connection refused (os error 111); check that the management server is up, the host and port in cloudstack.url, and firewalls (TCP connect)\n",
-            url.trim_start_matches("http://")
-                .trim_end_matches("/client/api")
-        )
+    let address = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/client/api")
+        .to_string();
+    assert!(
+        crate::support::cloud::from_any_listing(&run.stderr, |what, _| format!(
+            "cks-drift: cannot list {what}: cannot connect to {address} (cloudstack.url): Connection refused (os error 111); check that the management server is up, the host and port in cloudstack.url, and firewalls (TCP connect)\n"
+        )),
+        "{}",
+        run.stderr
     );
 }

@@ -310,3 +310,16 @@ pub async fn one_cluster() -> (TestCloud, String) {
     cloud.control_node(&id).await;
     (cloud, id)
 }
+
+/// The cycle reads clusters, networks and VMs at once and stops at the first that fails, so
+/// an error common to every call (credentials, a wrong URL) may name any of the three:
+/// whether `actual` is `expected(what, command)` for one of them.
+pub fn from_any_listing(actual: &str, expected: impl Fn(&str, &str) -> String) -> bool {
+    [
+        ("Kubernetes clusters", "listKubernetesClusters"),
+        ("virtual machines", "listVirtualMachines"),
+        ("networks", "listNetworks"),
+    ]
+    .iter()
+    .any(|(what, command)| expected(what, command) == actual)
+}

@@ -1,0 +1,715 @@
+//! Benchmark of full check cycles against the simulated CloudStack, with latency injected per
+//! API call and per node listing, side by side with the sequential cron-style script an
+//! operator would otherwise run.
+//!
+//! `cargo bench --bench cycle [SIZES...] [--concurrency N]` (default sizes: 100 500 1000
+//! 2000 clusters). Each measurement takes two child processes (this binary re-executed with
+//! `--child`): one serves the simulated cloud over HTTP on 127.0.0.1, the other runs the
+//! checker against it through the real client, so the peak RSS measured is the checker's
+//! alone and each size's is its own. Tests of the cycle's behaviour do not belong here.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use cks_drift::cloudstack::client::Client;
+use cks_drift::cloudstack::model::{KubernetesCluster, VirtualMachine};
+use cks_drift::config::{CloudStackSettings, Secret};
+use cks_drift::cycle::{ClusterStatus, CycleSettings, endpoint_host, run_cycle, ssh_port};
+use cks_drift::diff::Policy;
+use cks_drift::remote::{NodeListError, NodeListFuture, NodeLister, SshTarget};
+use cks_drift::sim::{ClusterSpec, NetworkLayout, Sim, SimOwner, World};
+use cks_drift::time::Timestamp;
+use serde_json::{Value, json};
+
+/// The integration tests' fake CloudStack (the simulator behind HTTP and the server's request
+/// checks), used as it is; what it offers tests beyond serving is unused here.
+#[allow(dead_code)]
+#[path = "../tests/it/support/fake_cloudstack.rs"]
+mod fake_cloudstack;
+
+use fake_cloudstack::FakeCloudStack;
+
+/// The key pair the simulated cloud accepts.
+const API_KEY: &str = "bench-api-key";
+const SECRET_KEY: &str = "bench-secret-key";
+
+/// Latency added to every API call (before the simulator answers).
+const API_LATENCY: Duration = Duration::from_millis(20);
+/// Time of one node listing that answers.
+const NODE_LISTING: Duration = Duration::from_millis(150);
+/// Time until a refused SSH connection fails.
+const REFUSED_AFTER: Duration = Duration::from_millis(1);
+/// VMs that belong to no cluster.
+const FREE_VMS: usize = 20_000;
+/// Clusters whose control node answers SSH in the refusing world.
+const ANSWERING: usize = 50;
+/// `check.concurrency` unless `--concurrency N` says otherwise (the configuration's default
+/// is 8; a cloud of thousands of clusters wants more).
+const DEFAULT_CONCURRENCY: usize = 32;
+/// The cron-style script runs for sizes up to this; beyond, its time is extrapolated.
+const SCRIPT_MAX_CLUSTERS: usize = 500;
+/// The simulated clock of every world.
+const WORLD_NOW: i64 = 1_750_000_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Ssh {
+    /// Every control node answers.
+    Answers,
+    /// About [`ANSWERING`] answer, the others refuse the connection.
+    MostRefuse,
+}
+
+impl Ssh {
+    fn name(self) -> &'static str {
+        match self {
+            Ssh::Answers => "answers",
+            Ssh::MostRefuse => "most-refuse",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Ssh> {
+        match s {
+            "answers" => Some(Ssh::Answers),
+            "most-refuse" => Some(Ssh::MostRefuse),
+            _ => None,
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--child") {
+        let runtime = |workers: usize| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(workers)
+                .enable_all()
+                .build()
+                .expect("tokio runtime")
+        };
+        let cores = std::thread::available_parallelism().map_or(2, usize::from);
+        match &args[1..] {
+            [mode, n, ssh, nodes] if mode == "serve" => {
+                let ssh = Ssh::parse(ssh).expect("answers or most-refuse");
+                // The simulator answers under one lock, blocking the thread that waits for
+                // it; more threads than cores keep the injected latencies running meanwhile,
+                // as a management server's request threads do.
+                runtime(4 * cores).block_on(serve(n.parse().expect("cluster count"), ssh, nodes));
+            }
+            [mode, c, url, nodes] => {
+                // The checker runs as the daemon does: one worker thread per core.
+                let concurrency = c.parse().expect("concurrency");
+                let out = runtime(cores).block_on(measure(mode, concurrency, url, nodes));
+                println!("{out}");
+            }
+            _ => panic!(
+                "usage: --child serve CLUSTERS SSH NODES | --child cycle|script CONCURRENCY URL NODES"
+            ),
+        }
+        return;
+    }
+    // `cargo bench` passes `--bench`; sizes are the plain numbers.
+    let mut concurrency = DEFAULT_CONCURRENCY;
+    let mut sizes: Vec<usize> = Vec::new();
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        if arg == "--concurrency" {
+            concurrency = args
+                .next()
+                .and_then(|c| c.parse().ok())
+                .expect("--concurrency N");
+        } else if let Ok(n) = arg.parse() {
+            sizes.push(n);
+        }
+    }
+    if sizes.is_empty() {
+        sizes = vec![100, 500, 1000, 2000];
+    }
+    parent(&sizes, concurrency);
+}
+
+/// The world of `n` clusters: 3 to 5 VMs each (one control node; two or three workers; an
+/// etcd node on every third), owned by 40 accounts in 4 domains and 10 projects, each on its
+/// own isolated network, plus [`FREE_VMS`] VMs of the same owners in no cluster.
+fn build_world(n: usize) -> World {
+    let mut w = World::new(Timestamp::from_unix(WORLD_NOW));
+    let mut owners: Vec<SimOwner> = Vec::new();
+    for d in 0..4 {
+        let domain = w.add_domain(&format!("dept{d}"));
+        for a in 0..10 {
+            owners.push(w.add_account(&format!("team{d}{a}"), &domain));
+        }
+    }
+    for p in 0..10 {
+        owners.push(w.add_project(&format!("proj{p}")));
+    }
+    for i in 0..n {
+        let (workers, etcd) = match i % 3 {
+            0 => (2, 0),
+            1 => (3, 0),
+            _ => (3, 1),
+        };
+        let mut spec = ClusterSpec::new(
+            &format!("k8s{i:05}"),
+            owners[i % owners.len()].clone(),
+            1,
+            workers,
+            etcd,
+        );
+        spec.layout = NetworkLayout::Isolated;
+        w.add_cluster_with(spec);
+    }
+    for i in 0..FREE_VMS {
+        w.add_vm(
+            &format!("app{i:06}"),
+            owners[i % owners.len()].clone(),
+            None,
+        );
+    }
+    w
+}
+
+/// A node lister that lists nothing over the network: it sleeps as long as a listing takes
+/// and answers the node names of the cluster behind the host, or refuses the connection.
+struct SimulatedSsh {
+    nodes: HashMap<String, Vec<String>>,
+    /// `None`: every host answers.
+    answering: Option<HashSet<String>>,
+    attempts: AtomicU64,
+    sessions: AtomicU64,
+}
+
+/// What the simulated SSH needs to know of a world: each control node's node names, and
+/// which control nodes answer (`null`: all).
+fn ssh_view(world: &World, ssh: Ssh) -> Value {
+    let vm_names: HashMap<&str, &str> = world
+        .vms
+        .iter()
+        .map(|vm| (vm.id.as_str(), vm.name.as_str()))
+        .collect();
+    let mut nodes = serde_json::Map::new();
+    let mut hosts = Vec::new();
+    for c in &world.clusters {
+        let host = endpoint_host(Some(&c.endpoint)).expect("cluster endpoint");
+        let names: Vec<String> = c
+            .map
+            .iter()
+            .filter_map(|id| vm_names.get(id.as_str()))
+            .map(|name| name.to_lowercase())
+            .collect();
+        hosts.push(host.clone());
+        nodes.insert(host, json!(names));
+    }
+    let answering = match ssh {
+        Ssh::Answers => Value::Null,
+        Ssh::MostRefuse => {
+            let step = (hosts.len() / ANSWERING).max(1);
+            json!(
+                hosts
+                    .into_iter()
+                    .step_by(step)
+                    .take(ANSWERING)
+                    .collect::<Vec<_>>()
+            )
+        }
+    };
+    json!({ "nodes": nodes, "answering": answering })
+}
+
+impl SimulatedSsh {
+    fn from_view(view: &Value) -> SimulatedSsh {
+        let nodes = view["nodes"]
+            .as_object()
+            .expect("nodes")
+            .iter()
+            .map(|(host, names)| {
+                let names = names
+                    .as_array()
+                    .expect("names")
+                    .iter()
+                    .filter_map(|n| n.as_str().map(str::to_string))
+                    .collect();
+                (host.clone(), names)
+            })
+            .collect();
+        let answering = view["answering"].as_array().map(|hosts| {
+            hosts
+                .iter()
+                .filter_map(|h| h.as_str().map(str::to_string))
+                .collect()
+        });
+        SimulatedSsh {
+            nodes,
+            answering,
+            attempts: AtomicU64::new(0),
+            sessions: AtomicU64::new(0),
+        }
+    }
+}
+
+impl NodeLister for SimulatedSsh {
+    fn list_nodes<'a>(&'a self, target: &'a SshTarget) -> NodeListFuture<'a> {
+        Box::pin(async move {
+            self.attempts.fetch_add(1, Ordering::Relaxed);
+            let answers = self
+                .answering
+                .as_ref()
+                .is_none_or(|hosts| hosts.contains(&target.host));
+            if !answers {
+                tokio::time::sleep(REFUSED_AFTER).await;
+                return Err(NodeListError::Connect {
+                    host: target.host.clone(),
+                    port: target.port,
+                    source: std::io::ErrorKind::ConnectionRefused.into(),
+                });
+            }
+            self.sessions.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(NODE_LISTING).await;
+            Ok(self.nodes.get(&target.host).cloned().unwrap_or_default())
+        })
+    }
+}
+
+/// User and system CPU time of this process, in seconds (`/proc/self/stat`, in ticks of
+/// 1/100 s).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("read /proc/self/stat");
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // utime and stime are fields 14 and 15, i.e. 12 and 13 after the command name.
+    (ticks(11) + ticks(12)) as f64 / 100.0
+}
+
+/// `VmHWM` or `VmRSS` of this process, in KiB.
+fn proc_status_kib(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn calls_by_command(api: &Client) -> BTreeMap<String, u64> {
+    let mut calls = BTreeMap::new();
+    for (command, _outcome, n) in api.stats() {
+        *calls.entry(command).or_insert(0) += n;
+    }
+    calls
+}
+
+/// The simulated cloud of `n` clusters over HTTP, with [`API_LATENCY`] per call: writes what
+/// the simulated SSH needs to `nodes`, prints the API's URL and the world's size as one JSON
+/// line, serves until its standard input closes, then prints the CPU time it used.
+async fn serve(n: usize, ssh: Ssh, nodes: &str) {
+    let world = build_world(n);
+    std::fs::write(nodes, ssh_view(&world, ssh).to_string()).expect("write the node view");
+    let (vms, networks) = (world.vms.len(), world.networks.len());
+    let built = cpu_seconds();
+    let sim = Arc::new(Sim::new(world));
+    sim.set_latency(API_LATENCY);
+    let server = FakeCloudStack::start(sim, API_KEY, SECRET_KEY).await;
+    println!(
+        "{}",
+        json!({ "url": server.url(), "vms": vms, "networks": networks })
+    );
+    tokio::task::spawn_blocking(|| {
+        let mut rest = Vec::new();
+        std::io::stdin().read_to_end(&mut rest)
+    })
+    .await
+    .expect("wait for the end")
+    .expect("read standard input");
+    println!("{}", json!({ "server_cpu_s": cpu_seconds() - built }));
+}
+
+/// One measurement of the checker (`cycle`) or of the cron-style script (`script`) against the
+/// API at `url`; returns its figures as one JSON object.
+async fn measure(mode: &str, concurrency: usize, url: &str, nodes: &str) -> Value {
+    // `BENCH_LOG=cks_drift=debug` shows what the checker does, with timestamps, on stderr.
+    if let Ok(filter) = std::env::var("BENCH_LOG") {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .init();
+    }
+    let rss_start = proc_status_kib("VmRSS");
+    let view: Value = serde_json::from_str(&std::fs::read_to_string(nodes).expect("node view"))
+        .expect("node view JSON");
+    let lister = Arc::new(SimulatedSsh::from_view(&view));
+    drop(view);
+    let settings = CloudStackSettings {
+        url: url.to_string(),
+        api_key: Secret::new(API_KEY),
+        secret_key: Secret::new(SECRET_KEY),
+        timeout: Duration::from_secs(60),
+        ca_file: None,
+        insecure: false,
+        page_size: 500,
+    };
+    let api = Client::new(&settings).expect("API client");
+    let started = Instant::now();
+    let mut out = json!({});
+    match mode {
+        "cycle" => {
+            let settings = CycleSettings {
+                policy: Policy::default(),
+                concurrency,
+                default_user: "cloud".to_string(),
+            };
+            let report = run_cycle(
+                &api,
+                lister.clone(),
+                &settings,
+                &HashMap::new(),
+                Timestamp::from_unix(WORLD_NOW),
+            )
+            .await
+            .expect("the cycle runs");
+            let count = |s: ClusterStatus| report.clusters.iter().filter(|c| c.status == s).count();
+            out["checked"] = json!(count(ClusterStatus::Checked));
+            out["partial"] = json!(count(ClusterStatus::Partial));
+            out["skipped"] = json!(count(ClusterStatus::Skipped));
+            out["mismatches"] = json!(
+                report
+                    .clusters
+                    .iter()
+                    .map(|c| c.mismatches.len())
+                    .sum::<usize>()
+            );
+        }
+        "script" => {
+            let (listed, answered) = cron_script(&api, lister.as_ref()).await;
+            out["checked"] = json!(answered);
+            out["partial"] = json!(listed - answered);
+        }
+        other => panic!("unknown mode {other}"),
+    }
+    out["wall_s"] = json!(started.elapsed().as_secs_f64());
+    out["cpu_s"] = json!(cpu_seconds());
+    out["mode"] = json!(mode);
+    out["calls"] = json!(calls_by_command(&api));
+    out["ssh_attempts"] = json!(lister.attempts.load(Ordering::Relaxed));
+    out["ssh_sessions"] = json!(lister.sessions.load(Ordering::Relaxed));
+    out["rss_start_kib"] = json!(rss_start);
+    out["hwm_kib"] = json!(proc_status_kib("VmHWM"));
+    out["page_concurrency"] = json!(api.options().page_concurrency);
+    out["concurrency"] = json!(concurrency);
+    out
+}
+
+/// What an operator would put in cron: list the clusters, then for each cluster in turn, list
+/// its owner's VMs by keyword and run the node listing. Returns (clusters, listings that
+/// answered).
+async fn cron_script(api: &Client, lister: &dyn NodeLister) -> (usize, usize) {
+    let clusters: Vec<KubernetesCluster> = api
+        .list(
+            "listKubernetesClusters",
+            "kubernetescluster",
+            &[("listall", "true"), ("projectid", "-1")],
+        )
+        .await
+        .expect("list clusters");
+    let mut answered = 0;
+    for c in &clusters {
+        let mut params: Vec<(&str, &str)> = vec![("keyword", &c.name), ("listall", "true")];
+        match (&c.projectid, &c.account, &c.domainid) {
+            (Some(p), _, _) => params.push(("projectid", p)),
+            (None, Some(a), Some(d)) => {
+                params.push(("account", a));
+                params.push(("domainid", d));
+            }
+            _ => {}
+        }
+        let vms: Vec<VirtualMachine> = api
+            .list("listVirtualMachines", "virtualmachine", &params)
+            .await
+            .expect("list VMs by keyword");
+        assert!(!vms.is_empty(), "{} has VMs", c.name);
+        let target = SshTarget {
+            host: endpoint_host(c.endpoint.as_deref()).expect("endpoint"),
+            port: ssh_port(None, c.controlnodes.unwrap_or(1)),
+            user: "cloud".to_string(),
+        };
+        if lister.list_nodes(&target).await.is_ok() {
+            answered += 1;
+        }
+    }
+    (clusters.len(), answered)
+}
+
+/// One measurement: a server process for the world, a checker process against it.
+fn run_child(mode: &str, n: usize, ssh: Ssh, concurrency: usize) -> Value {
+    let exe = std::env::current_exe().expect("this binary's path");
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let nodes = dir.path().join("nodes.json");
+    let nodes = nodes.to_str().expect("UTF-8 path");
+    let mut server = Command::new(&exe)
+        .args(["--child", "serve", &n.to_string(), ssh.name(), nodes])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the simulated cloud");
+    let mut server_out = BufReader::new(server.stdout.take().expect("server stdout"));
+    let mut line = String::new();
+    server_out
+        .read_line(&mut line)
+        .expect("server's first line");
+    let world: Value = serde_json::from_str(line.trim()).expect("server's URL and world");
+    let url = world["url"].as_str().expect("URL");
+
+    let output = Command::new(&exe)
+        .args(["--child", mode, &concurrency.to_string(), url, nodes])
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run the measurement");
+    drop(server.stdin.take());
+    line.clear();
+    server_out.read_line(&mut line).expect("server's last line");
+    let server_cpu: Value = serde_json::from_str(line.trim()).expect("server's CPU time");
+    assert!(
+        server.wait().expect("server exit").success(),
+        "the server failed"
+    );
+    assert!(
+        output.status.success(),
+        "{mode} {n} {} failed: {}",
+        ssh.name(),
+        output.status
+    );
+    let text = String::from_utf8_lossy(&output.stdout);
+    let mut m: Value = serde_json::from_str(text.trim()).expect("the measurement's figures");
+    m["ssh"] = json!(ssh.name());
+    m["clusters"] = json!(n);
+    m["vms"] = world["vms"].clone();
+    m["networks"] = world["networks"].clone();
+    m["server_cpu_s"] = server_cpu["server_cpu_s"].clone();
+    m
+}
+
+fn f(v: &Value, key: &str) -> f64 {
+    v[key].as_f64().unwrap_or(0.0)
+}
+
+fn u(v: &Value, key: &str) -> u64 {
+    v[key].as_u64().unwrap_or(0)
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+/// Round trips to read a listing of `rows` rows in pages of 500: the first page, then the
+/// others `page_concurrency` at a time.
+fn rounds(rows: u64, page_concurrency: u64) -> u64 {
+    let pages = rows.div_ceil(500).max(1);
+    1 + (pages - 1).div_ceil(page_concurrency.max(1))
+}
+
+/// The floor of a cycle, in seconds, and how it is made up. The cycle's chains of dependent
+/// steps: the clusters and networks (read together), then the node listings; the VMs, read
+/// alongside from the start; then, once both are done, the clusters again. Each listing
+/// takes its first page, then its other pages `page_concurrency` at a time; the node
+/// listings take `listings x time / concurrency` (and at least one listing's time).
+fn floor(m: &Value) -> (f64, String) {
+    let pc = u(m, "page_concurrency");
+    let latency = API_LATENCY.as_secs_f64();
+    let clusters = u(m, "clusters");
+    let first = rounds(clusters, pc).max(rounds(u(m, "networks"), pc));
+    let vms = rounds(u(m, "vms"), pc);
+    let again = rounds(clusters, pc);
+    let answering = u(m, "ssh_sessions");
+    let refused = u(m, "ssh_attempts") - answering;
+    let node_total = answering as f64 * NODE_LISTING.as_secs_f64()
+        + refused as f64 * REFUSED_AFTER.as_secs_f64();
+    let nodes = (node_total / u(m, "concurrency") as f64).max(if answering > 0 {
+        NODE_LISTING.as_secs_f64()
+    } else {
+        REFUSED_AFTER.as_secs_f64()
+    });
+    let before_again = (first as f64 * latency + nodes).max(vms as f64 * latency);
+    (
+        before_again + again as f64 * latency,
+        format!("max({first} x 20 ms + nodes {nodes:.2} s, VMs {vms} x 20 ms) + {again} x 20 ms"),
+    )
+}
+
+fn calls_text(m: &Value) -> (u64, String) {
+    let calls = m["calls"].as_object().cloned().unwrap_or_default();
+    let total = calls.values().filter_map(Value::as_u64).sum();
+    let parts: Vec<String> = calls
+        .iter()
+        .map(|(c, n)| format!("{}={}", c.trim_start_matches("list"), n))
+        .collect();
+    (total, parts.join(" "))
+}
+
+fn parent(sizes: &[usize], concurrency: usize) {
+    println!("cks-drift cycle benchmark, {}", Timestamp::now());
+    println!(
+        "API: the simulated CloudStack served over HTTP on 127.0.0.1 by another process, read \
+         through the real client; {} ms injected per call, pages of 500. \
+         Node listings: simulated SSH, no sshd (a node lister that sleeps {} ms, or refuses \
+         after {} ms). check.concurrency {concurrency}. Worlds: N clusters of 3-5 VMs plus \
+         {FREE_VMS} VMs in no cluster.",
+        API_LATENCY.as_millis(),
+        NODE_LISTING.as_millis(),
+        REFUSED_AFTER.as_millis()
+    );
+    println!();
+    let mut cycles = Vec::new();
+    for &n in sizes {
+        let m = run_child("cycle", n, Ssh::Answers, concurrency);
+        assert_eq!(u(&m, "checked") as usize, n, "every cluster checked: {m}");
+        assert_eq!(u(&m, "mismatches"), 0, "a consistent world: {m}");
+        cycles.push(m);
+    }
+    println!(
+        "{:>8} {:>6} {:>7} {:>7} {:>5} {:>5} {:>6} {:>5} {:>7} {:>5} {:>9}",
+        "clusters",
+        "VMs",
+        "wall s",
+        "floor s",
+        "w/f",
+        "calls",
+        "budget",
+        "ssh",
+        "RSS MiB",
+        "CPU s",
+        "srv CPU s"
+    );
+    for m in &cycles {
+        let (fl, _) = floor(m);
+        let (total, _) = calls_text(m);
+        println!(
+            "{:>8} {:>6} {:>7.2} {:>7.2} {:>5.2} {:>5} {:>6} {:>5} {:>7.1} {:>5.2} {:>9.2}",
+            u(m, "clusters"),
+            u(m, "vms"),
+            f(m, "wall_s"),
+            fl,
+            f(m, "wall_s") / fl,
+            total,
+            budget(m),
+            u(m, "ssh_sessions"),
+            mib(u(m, "hwm_kib")),
+            f(m, "cpu_s"),
+            f(m, "server_cpu_s"),
+        );
+    }
+    println!();
+    for m in &cycles {
+        println!(
+            "{:>8} clusters: calls {}; floor {}",
+            u(m, "clusters"),
+            calls_text(m).1,
+            floor(m).1
+        );
+    }
+    println!(
+        "RSS MiB: peak (VmHWM) of the checker's process, which holds the client, the cycle and \
+         the simulated node lister, not the simulated cloud. CPU s: the checker's CPU time \
+         (start-up included). srv CPU s: CPU time of the simulated cloud's process while it \
+         served (building the world not included). budget: ceil(VMs/500) + \
+         ceil(clusters/500) + 10."
+    );
+    for pair in cycles.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        let k = u(b, "clusters") as f64 / u(a, "clusters") as f64;
+        println!(
+            "growth {} -> {} clusters (x{k:.1}): wall x{:.2}, API calls x{:.2}",
+            u(a, "clusters"),
+            u(b, "clusters"),
+            f(b, "wall_s") / f(a, "wall_s"),
+            calls_text(b).0 as f64 / calls_text(a).0 as f64
+        );
+    }
+
+    if let Some(last) = cycles.last() {
+        let (fl, _) = floor(last);
+        let wf = f(last, "wall_s") / fl;
+        let calls = calls_text(last).0;
+        let rss = mib(u(last, "hwm_kib"));
+        let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
+        println!(
+            "targets at {} clusters / {} VMs: wall/floor {wf:.2} <= 1.5 {}; API calls {calls} <= \
+             {} {}; peak RSS {rss:.1} MiB < 64 {}",
+            u(last, "clusters"),
+            u(last, "vms"),
+            verdict(wf <= 1.5),
+            budget(last),
+            verdict(calls <= budget(last)),
+            verdict(rss < 64.0)
+        );
+    }
+
+    println!();
+    println!(
+        "Side by side with the cron-style script (clusters listed once, then per cluster in \
+         turn: listVirtualMachines keyword=<name> listall=true of the owner, then the node \
+         listing), same world, same latency:"
+    );
+    println!(
+        "{:>12} {:>8} {:>8} {:>9} {:>8} {:>6} {:>7}",
+        "ssh", "clusters", "cycle s", "script s", "speedup", "calls", "script"
+    );
+    let mut per_cluster: HashMap<Ssh, f64> = HashMap::new();
+    for ssh in [Ssh::Answers, Ssh::MostRefuse] {
+        for (i, &n) in sizes.iter().enumerate() {
+            let cycle = if ssh == Ssh::Answers {
+                cycles[i].clone()
+            } else {
+                run_child("cycle", n, ssh, concurrency)
+            };
+            let (script_s, script_calls, note) = if n <= SCRIPT_MAX_CLUSTERS {
+                let s = run_child("script", n, ssh, concurrency);
+                per_cluster.insert(ssh, f(&s, "wall_s") / n as f64);
+                (f(&s, "wall_s"), calls_text(&s).0.to_string(), "")
+            } else {
+                let per = per_cluster.get(&ssh).copied().unwrap_or(f64::NAN);
+                let estimate = match ssh {
+                    Ssh::Answers => per * n as f64,
+                    Ssh::MostRefuse => extrapolate_refusing(per, n),
+                };
+                (
+                    estimate,
+                    format!("~{}", n + 1),
+                    " (script extrapolated from its 500-cluster run)",
+                )
+            };
+            println!(
+                "{:>12} {:>8} {:>8.2} {:>9.2} {:>7.1}x {:>6} {:>7}{note}",
+                ssh.name(),
+                n,
+                f(&cycle, "wall_s"),
+                script_s,
+                script_s / f(&cycle, "wall_s"),
+                calls_text(&cycle).0,
+                script_calls,
+            );
+        }
+    }
+}
+
+fn budget(m: &Value) -> u64 {
+    u(m, "vms").div_ceil(500) + u(m, "clusters").div_ceil(500) + 10
+}
+
+/// The script's time for `n` clusters in the refusing world, from its time per cluster at
+/// [`SCRIPT_MAX_CLUSTERS`] clusters: [`ANSWERING`] listings that answer, the rest refused.
+fn extrapolate_refusing(per_cluster_at_max: f64, n: usize) -> f64 {
+    let measured = per_cluster_at_max * SCRIPT_MAX_CLUSTERS as f64;
+    let answered = ANSWERING as f64 * NODE_LISTING.as_secs_f64();
+    let per_refusing = (measured - answered) / SCRIPT_MAX_CLUSTERS as f64;
+    answered + per_refusing * n as f64
+}
