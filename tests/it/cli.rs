@@ -412,12 +412,7 @@ async fn validate_config_connect_names_a_changed_host_key() {
     let fake = FakeCloudStack::start(sim, API_KEY, SECRET).await;
     let dir = tempfile::tempdir().unwrap();
     // The key recorded for the node is not the one it presents (the node was rebuilt).
-    let other = keygen(&dir.path().join("other"), KeyKind::Ed25519);
-    let other = std::fs::read_to_string(other.with_extension("pub")).unwrap();
-    let other: Vec<&str> = other.split_whitespace().take(2).collect();
-    let known_hosts = dir.path().join("known_hosts");
-    let host = format!("[{}]:2222", sshd.ip());
-    std::fs::write(&known_hosts, format!("{host} {}\n", other.join(" "))).unwrap();
+    let (known_hosts, host) = known_hosts_with_another_key(dir.path(), &sshd);
     let text = config_text(
         dir.path(),
         &fake.url(),
@@ -602,12 +597,7 @@ async fn a_changed_host_key_makes_the_cluster_partial_with_exit_3() {
     let (sim, id, names) = cloud(Some(sshd.ip()));
     let fake = FakeCloudStack::start(sim, API_KEY, SECRET).await;
     let dir = tempfile::tempdir().unwrap();
-    let other = keygen(&dir.path().join("other"), KeyKind::Ed25519);
-    let other = std::fs::read_to_string(other.with_extension("pub")).unwrap();
-    let other: Vec<&str> = other.split_whitespace().take(2).collect();
-    let known_hosts = dir.path().join("known_hosts");
-    let host = format!("[{}]:2222", sshd.ip());
-    std::fs::write(&known_hosts, format!("{host} {}\n", other.join(" "))).unwrap();
+    let (known_hosts, host) = known_hosts_with_another_key(dir.path(), &sshd);
     let text = config_text(
         dir.path(),
         &fake.url(),
@@ -645,4 +635,19 @@ async fn a_cluster_without_endpoint_is_partial_with_exit_3() {
         "{}",
         out.stdout
     );
+}
+
+/// A known_hosts in `dir` that records another key for `sshd`'s host, as after a rebuild.
+/// Returns its path and the host as written there.
+fn known_hosts_with_another_key(
+    dir: &std::path::Path,
+    sshd: &Sshd,
+) -> (std::path::PathBuf, String) {
+    let other = keygen(&dir.join("other"), KeyKind::Ed25519);
+    let other = std::fs::read_to_string(other.with_extension("pub")).unwrap();
+    let other: Vec<&str> = other.split_whitespace().take(2).collect();
+    let known_hosts = dir.join("known_hosts");
+    let host = format!("[{}]:2222", sshd.ip());
+    std::fs::write(&known_hosts, format!("{host} {}\n", other.join(" "))).unwrap();
+    (known_hosts, host)
 }
