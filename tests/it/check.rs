@@ -6,24 +6,14 @@ use std::time::Duration;
 use cks_drift::sim::{ClusterSpec, NodeRole, World};
 use cks_drift::time::Timestamp;
 
-use crate::support::cloud::{TestCloud, clusters, mismatches, one_cluster, world_now};
+use crate::support::cloud::{TestCloud, clusters, mismatches, one_cluster, s, world_now};
 
 const HOUR: Duration = Duration::from_secs(3600);
-
-fn vm_ids(cloud: &TestCloud, cluster_id: &str) -> Vec<String> {
-    cloud
-        .sim()
-        .with_world(|w| w.cluster(cluster_id).unwrap().map.clone())
-}
 
 fn vm_name(cloud: &TestCloud, vm_id: &str) -> String {
     cloud
         .sim()
         .with_world(|w| w.vm(vm_id).unwrap().name.clone())
-}
-
-fn s(v: &str) -> String {
-    v.to_string()
 }
 
 #[tokio::test]
@@ -51,7 +41,7 @@ async fn healthy_cluster_matches() {
 async fn deleted_map_row_is_an_unmapped_vm() {
     // Upstream scenario 2: a worker's map row deleted.
     let (cloud, id) = one_cluster().await;
-    let worker = vm_ids(&cloud, &id)[2].clone();
+    let worker = cloud.map(&id)[2].clone();
     cloud
         .sim()
         .with_world(|w| assert!(w.remove_map_row(&id, &worker)));
@@ -77,7 +67,7 @@ async fn deleted_map_row_is_an_unmapped_vm() {
 async fn destroyed_then_expunging_mapped_vm() {
     // Upstream scenario 3 in the forms the API shows: a mapped VM Destroyed, then Expunging.
     let (cloud, id) = one_cluster().await;
-    let worker = vm_ids(&cloud, &id)[1].clone();
+    let worker = cloud.map(&id)[1].clone();
     cloud
         .sim()
         .with_world(|w| w.set_vm_state(&worker, "Destroyed"));
@@ -145,7 +135,7 @@ async fn rows_for_removed_or_unknown_vms_show_nothing_through_the_api() {
 async fn stopped_kubelet_is_a_vm_that_is_not_a_node() {
     // Upstream scenario 4: kubelet stopped and the node deleted from Kubernetes.
     let (cloud, id) = one_cluster().await;
-    let ids = vm_ids(&cloud, &id);
+    let ids = cloud.map(&id);
     let names: Vec<String> = ids.iter().map(|v| vm_name(&cloud, v)).collect();
     cloud.node(&id).kube.set_nodes(&[&names[0], &names[1]]);
     let (run, report) = cloud.check_json(&["--no-notify"]).await;
@@ -167,10 +157,7 @@ async fn stopped_kubelet_is_a_vm_that_is_not_a_node() {
 #[tokio::test]
 async fn node_without_vm_and_fqdn_nodes() {
     let (cloud, id) = one_cluster().await;
-    let names: Vec<String> = vm_ids(&cloud, &id)
-        .iter()
-        .map(|v| vm_name(&cloud, v))
-        .collect();
+    let names: Vec<String> = cloud.map(&id).iter().map(|v| vm_name(&cloud, v)).collect();
     let fqdn = format!("{}.cluster.example", names[1]);
     cloud
         .node(&id)
@@ -198,7 +185,7 @@ async fn ssh_failure_compares_vms_only_and_exits_3() {
     assert!(reason.starts_with("nodes not listed: "), "{reason}");
     assert!(reason.contains(&cloud.node(&id).ip.to_string()), "{reason}");
     // And with a VM-side drift, it is found all the same.
-    let worker = vm_ids(&cloud, &id)[2].clone();
+    let worker = cloud.map(&id)[2].clone();
     cloud.sim().with_world(|w| w.remove_map_row(&id, &worker));
     let (run, report) = cloud.check_json(&["--no-notify"]).await;
     assert_eq!(run.code, 1, "{run:?}");
@@ -327,7 +314,7 @@ async fn shared_network_with_one_control_node_uses_port_22() {
 #[tokio::test]
 async fn login_user_falls_back_to_ssh_user() {
     let (cloud, id) = one_cluster().await;
-    let first = vm_ids(&cloud, &id)[0].clone();
+    let first = cloud.map(&id)[0].clone();
     cloud.sim().with_world(|w| {
         w.vm_mut(&first).details.remove("controlNodeLoginUser");
     });

@@ -9,17 +9,7 @@ use cks_drift::sim::{NodeRole, SimAlert};
 use cks_drift::state::file::StateFile;
 use cks_drift::time::Timestamp;
 
-use crate::support::cloud::{Run, TestCloud, mismatches, one_cluster, world_now};
-
-fn s(v: &str) -> String {
-    v.to_string()
-}
-
-fn map(cloud: &TestCloud, id: &str) -> Vec<String> {
-    cloud
-        .sim()
-        .with_world(|w| w.cluster(id).unwrap().map.clone())
-}
+use crate::support::cloud::{Run, TestCloud, mismatches, one_cluster, s, world_now};
 
 fn active_alerts(cloud: &TestCloud) -> Vec<SimAlert> {
     cloud
@@ -77,7 +67,7 @@ fn state(cloud: &TestCloud) -> serde_json::Value {
 
 /// Deletes the map row of the cluster's last worker: an unmapped VM. Returns its id.
 fn unmap_last_worker(cloud: &TestCloud, id: &str) -> String {
-    let worker = map(cloud, id).last().unwrap().clone();
+    let worker = cloud.map(id).last().unwrap().clone();
     cloud
         .sim()
         .with_world(|w| assert!(w.remove_map_row(id, &worker)));
@@ -185,7 +175,7 @@ async fn a_mapped_vm_keeps_one_key_from_destroyed_to_gone() {
     let (cloud, id) = one_cluster().await;
     let (run, _) = cloud.check_json(&[]).await; // remembers the map
     assert_eq!(run.code, 0, "{run:?}");
-    let worker = map(&cloud, &id)[1].clone();
+    let worker = cloud.map(&id)[1].clone();
     let key = format!("mapped_vm:{worker}");
     cloud
         .sim()
@@ -261,7 +251,7 @@ async fn a_remembered_map_row_whose_vm_never_existed() {
     let (cloud, id) = one_cluster().await;
     cloud.check_json(&[]).await;
     // The VM row disappears from the database entirely: its uuid is unknown (error 431).
-    let worker = map(&cloud, &id)[2].clone();
+    let worker = cloud.map(&id)[2].clone();
     cloud.sim().with_world(|w| w.vms.retain(|v| v.id != worker));
     let (run, report) = cloud.check_json(&[]).await;
     assert_eq!(run.code, 1, "{run:?}");
@@ -291,7 +281,7 @@ async fn a_remembered_map_row_whose_vm_never_existed() {
 async fn ssh_broken_keeps_node_findings() {
     // Upstream scenario 5.
     let (mut cloud, id) = one_cluster().await;
-    let ids = map(&cloud, &id);
+    let ids = cloud.map(&id);
     let names: Vec<String> = cloud
         .sim()
         .with_world(|w| ids.iter().map(|v| w.vm(v).unwrap().name.clone()).collect());
@@ -384,7 +374,7 @@ async fn cluster_mid_operation_keeps_its_findings() {
 #[tokio::test]
 async fn two_mismatches_in_one_zone_both_land_despite_suppression() {
     let (cloud, id) = one_cluster().await;
-    let ids = map(&cloud, &id);
+    let ids = cloud.map(&id);
     cloud.sim().with_world(|w| {
         w.set_vm_state(&ids[1], "Error");
         w.set_vm_state(&ids[2], "Destroyed");
@@ -735,7 +725,7 @@ async fn no_notify_sends_nothing_and_changes_no_state() {
     cloud.check_json(&[]).await;
     let before = std::fs::read(cloud.state_path()).unwrap();
     cloud.sim().clear_calls();
-    let vm = map(&cloud, &id)[1].clone();
+    let vm = cloud.map(&id)[1].clone();
     cloud.sim().with_world(|w| w.set_vm_state(&vm, "Error"));
     let (run, _) = cloud.check_json(&["--no-notify"]).await;
     assert_eq!(run.code, 1);

@@ -110,6 +110,12 @@ impl TestCloud {
         ));
     }
 
+    /// The VM ids of the cluster's map rows, in map order (the database's view, not the API's).
+    pub fn map(&self, cluster_id: &str) -> Vec<String> {
+        self.sim()
+            .with_world(|w| w.cluster(cluster_id).unwrap().map.clone())
+    }
+
     pub fn node(&self, cluster_id: &str) -> &ControlNode {
         &self
             .nodes
@@ -322,4 +328,9 @@ pub fn from_any_listing(actual: &str, expected: impl Fn(&str, &str) -> String) -
     ]
     .iter()
     .any(|(what, command)| expected(what, command) == actual)
+}
+
+/// `"x".to_string()`, short for tables of expected strings.
+pub fn s(v: &str) -> String {
+    v.to_string()
 }
