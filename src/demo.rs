@@ -272,12 +272,9 @@ struct Stored {
 }
 
 impl Stored {
-    /// The mismatch key in the text's closing marker (`[cks-drift <cluster id>/<key>]`).
+    /// The mismatch key in the text's closing marker.
     fn key(&self) -> &str {
-        self.text
-            .rsplit_once('/')
-            .map(|(_, k)| k.trim_end_matches(']'))
-            .unwrap_or(&self.text)
+        crate::wording::marked_key(&self.text).unwrap_or(&self.text)
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use tracing::{error, warn};
+use tracing::error;
 
 use crate::cloudstack::client::Client;
 use crate::cycle::{CycleError, CycleReport, CycleSettings, run_cycle};
@@ -75,30 +75,29 @@ impl Engine {
         };
         if let Ok(report) = tick.report.as_mut() {
             let outcome = step(&mut store.state, report, &self.step, now);
-            // The state is written before anything is sent: a crash after this point repeats
-            // deliveries (recognised by their markers), it never forgets them.
-            if let Err(e) = store.file.save(&store.state) {
-                error!(error = %crate::cli::error_chain(&e), "cannot write the state file; nothing is sent this cycle");
-                tick.state_error = Some(e);
-                return tick;
-            }
             for c in &mut report.clusters {
                 c.mismatches = outcome.open.get(&c.id).cloned().unwrap_or_default();
             }
             tick.new = Some(outcome.new);
         }
+        // The state is written before anything is sent, also when the cycle failed and only
+        // earlier notifications are queued: a crash after this point repeats deliveries
+        // (recognised by their markers), it never forgets them; and while the state cannot be
+        // written, nothing is sent that a crash would send again.
+        if let Err(e) = store.file.save(&store.state) {
+            error!(error = %crate::cli::error_chain(&e), "cannot write the state file; nothing is sent this cycle");
+            tick.state_error = Some(e);
+            return tick;
+        }
         // Deliver what is queued, this cycle's and any left from earlier ones, even when the
         // cycle failed: the event log does not need the API.
         let file = &store.file;
-        let mut save_error = None;
-        let mut save = |s: &State| {
-            if let Err(e) = file.save(s) {
-                save_error.get_or_insert(e);
-            }
-        };
-        tick.delivered = deliver(&self.api, &self.delivery, &mut store.state, &mut save).await;
+        let mut save = |s: &State| file.save(s);
+        let (delivered, save_error) =
+            deliver(&self.api, &self.delivery, &mut store.state, &mut save).await;
+        tick.delivered = delivered;
         if let Some(e) = save_error {
-            warn!(error = %crate::cli::error_chain(&e), "cannot write the state file after a delivery");
+            error!(error = %crate::cli::error_chain(&e), "cannot write the state file after a delivery; nothing more is sent this cycle");
             tick.state_error = Some(e);
         }
         tick.pending = store.state.outbox.len();

@@ -26,3 +26,4 @@ pub mod snapshot;
 pub mod state;
 pub mod time;
 pub mod validate;
+pub mod wording;

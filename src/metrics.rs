@@ -64,7 +64,7 @@ const SSH_REASONS: [&str; 7] = [
 
 /// Delivery channels and outcomes, as `notify::deliver` counts them.
 const CHANNELS: [&str; 3] = ["alert", "annotation", "event_log"];
-const DELIVERY_OUTCOMES: [&str; 2] = ["delivered", "failed"];
+const DELIVERY_OUTCOMES: [&str; 3] = ["delivered", "failed", "refused"];
 
 /// The labelled families, behind one lock.
 struct Families {
@@ -315,7 +315,7 @@ impl Metrics {
             &mut out,
             "cks_drift_notifications_total",
             "counter",
-            "Notification deliveries by channel (alert, annotation, event_log) and outcome (delivered, failed).",
+            "Notification deliveries by channel (alert, annotation, event_log) and outcome: delivered, failed (kept and tried again) or refused (CloudStack refused it for good; dropped, logged as an ERROR).",
         );
         for ((channel, result), n) in &f.notifications {
             sample(

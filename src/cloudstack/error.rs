@@ -107,6 +107,18 @@ impl ApiError {
         }
     }
 
+    /// True when CloudStack refused the request itself for good: error 431 (a parameter it
+    /// does not accept, or an entity that does not exist), from the command or from its
+    /// asynchronous job. The same request would be refused again, so it is not retried
+    /// later either. A page size refusal is a setting to fix, not such a refusal.
+    pub fn is_refusal(&self) -> bool {
+        match self {
+            ApiError::CloudStack { code, .. } => *code == 431,
+            ApiError::AsyncJobFailed { code, .. } => *code == Some(431),
+            _ => false,
+        }
+    }
+
     /// CloudStack's `errorcode` (equal to the HTTP status), or the HTTP status of an answer
     /// that is not CloudStack's; `None` when there was no answer.
     pub fn code(&self) -> Option<u16> {
@@ -198,6 +210,29 @@ mod tests {
             page_size: 1000,
         };
         assert!(!page.is_transient());
+    }
+
+    #[test]
+    fn only_431_is_a_refusal_for_good() {
+        assert!(cloudstack(431).is_refusal());
+        for code in [401, 429, 432, 503, 530, 531, 537] {
+            assert!(!cloudstack(code).is_refusal(), "{code}");
+        }
+        let job = |code| ApiError::AsyncJobFailed {
+            command: "generateAlert".into(),
+            job_id: "j".into(),
+            code,
+            text: "x".into(),
+        };
+        assert!(job(Some(431)).is_refusal());
+        assert!(!job(Some(530)).is_refusal());
+        assert!(!job(None).is_refusal());
+        let page = ApiError::PageSizeTooLarge {
+            command: "c".into(),
+            page_size: 1000,
+        };
+        assert!(!page.is_refusal());
+        assert!(!http(431).is_refusal());
     }
 
     #[test]

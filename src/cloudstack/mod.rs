@@ -4,6 +4,7 @@
 pub mod client;
 pub mod error;
 pub mod http;
+pub mod limits;
 pub mod model;
 pub mod sign;
 pub mod transport;

@@ -191,10 +191,13 @@ fn a_fresh_daemon_shows_every_family_with_zeroes() {
             "cks_drift_ssh_failures_total{reason=\"timeout\"} 0",
             "cks_drift_notifications_total{channel=\"alert\",outcome=\"delivered\"} 0",
             "cks_drift_notifications_total{channel=\"alert\",outcome=\"failed\"} 0",
+            "cks_drift_notifications_total{channel=\"alert\",outcome=\"refused\"} 0",
             "cks_drift_notifications_total{channel=\"annotation\",outcome=\"delivered\"} 0",
             "cks_drift_notifications_total{channel=\"annotation\",outcome=\"failed\"} 0",
+            "cks_drift_notifications_total{channel=\"annotation\",outcome=\"refused\"} 0",
             "cks_drift_notifications_total{channel=\"event_log\",outcome=\"delivered\"} 0",
             "cks_drift_notifications_total{channel=\"event_log\",outcome=\"failed\"} 0",
+            "cks_drift_notifications_total{channel=\"event_log\",outcome=\"refused\"} 0",
             "cks_drift_notifications_pending 0",
         ]
     );
@@ -292,10 +295,13 @@ async fn a_tick_shows_its_figures() {
             "cks_drift_ssh_failures_total{reason=\"timeout\"} 1",
             "cks_drift_notifications_total{channel=\"alert\",outcome=\"delivered\"} 2",
             "cks_drift_notifications_total{channel=\"alert\",outcome=\"failed\"} 0",
+            "cks_drift_notifications_total{channel=\"alert\",outcome=\"refused\"} 0",
             "cks_drift_notifications_total{channel=\"annotation\",outcome=\"delivered\"} 0",
             "cks_drift_notifications_total{channel=\"annotation\",outcome=\"failed\"} 1",
+            "cks_drift_notifications_total{channel=\"annotation\",outcome=\"refused\"} 0",
             "cks_drift_notifications_total{channel=\"event_log\",outcome=\"delivered\"} 3",
             "cks_drift_notifications_total{channel=\"event_log\",outcome=\"failed\"} 0",
+            "cks_drift_notifications_total{channel=\"event_log\",outcome=\"refused\"} 0",
             "cks_drift_notifications_pending 1",
         ]
     );

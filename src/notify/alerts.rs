@@ -13,8 +13,8 @@ use crate::cloudstack::client::Client;
 use crate::cloudstack::error::ApiError;
 use crate::cloudstack::model::Alert;
 use crate::notify::DeliveryError;
-use crate::state::step::marker;
 use crate::state::{AlertRecord, State};
+use crate::wording::alert_marker;
 
 /// The `name` of every alert this daemon raises.
 pub const ALERT_NAME: &str = "KUBERNETES.CLUSTER.VM.MAP.CHECK";
@@ -48,7 +48,7 @@ impl AlertDesk {
         key: &str,
         description: &str,
     ) -> Result<AlertRecord, DeliveryError> {
-        let tag = marker(cluster_id, key);
+        let tag = alert_marker(cluster_id, key);
         let record = |a: &Alert| AlertRecord {
             alert_id: a.id.clone(),
             alert_type: a.r#type.unwrap_or_default() as u32,
@@ -115,12 +115,27 @@ fn has_tag(a: &Alert, tag: &str) -> bool {
     a.description.as_deref().is_some_and(|d| d.ends_with(tag))
 }
 
-/// Archives one alert this daemon recorded. An alert already archived or deleted by an
-/// operator is done.
+/// Archives one alert this daemon recorded. An alert an operator archived or deleted
+/// meanwhile is done: CloudStack answers 431 for a deleted id (the UUID list no longer
+/// resolves) and 530 for an archived one (`AlertDaoImpl.archiveAlert` selects only
+/// un-archived rows, and `ArchiveAlertsCmd` fails when fewer rows than ids were archived).
+/// A 530 is taken as "archived" once `listAlerts`, which lists only un-archived alerts, no
+/// longer shows it; a 530 for another reason leaves it listed, and the item is tried again.
 pub async fn archive(api: &Client, alert_id: &str) -> Result<(), ApiError> {
-    match api.request("archiveAlerts", &[("ids", alert_id)]).await {
-        Ok(_) => Ok(()),
-        Err(e) if e.code() == Some(431) => Ok(()),
-        Err(e) => Err(e),
+    let refused = match api.request("archiveAlerts", &[("ids", alert_id)]).await {
+        Ok(_) => return Ok(()),
+        Err(e) if e.code() == Some(431) => return Ok(()),
+        Err(e) if e.code() == Some(530) => e,
+        Err(e) => return Err(e),
+    };
+    let listed: Vec<Alert> = match api.list("listAlerts", "alert", &[("id", alert_id)]).await {
+        Ok(listed) => listed,
+        Err(e) if e.code() == Some(431) => return Ok(()),
+        Err(_) => return Err(refused),
+    };
+    if listed.iter().any(|a| a.id == alert_id) {
+        Err(refused)
+    } else {
+        Ok(())
     }
 }

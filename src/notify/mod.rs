@@ -3,8 +3,9 @@
 //! the state's outbox before anything is sent; an item leaves the outbox only once
 //! delivered, so an outage or a crash delays a notification but never loses it.
 //!
-//! Every alert and annotation text ends with a marker (`[cks-drift <cluster>/<key>]`), which
-//! lets delivery find what CloudStack already stored after a crash, so nothing is sent twice.
+//! Every alert and annotation text ends with a marker (see `wording`), which lets delivery
+//! find what CloudStack already stored after a crash, so nothing is sent twice. A refusal
+//! that cannot change (error 431) ends the item visibly and holds nothing else back.
 
 pub mod alerts;
 pub mod event_log;
@@ -12,13 +13,14 @@ pub mod event_log;
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 
-use tracing::{debug, warn};
+use tracing::{debug, error, warn};
 
 use crate::cloudstack::client::Client;
 use crate::cloudstack::error::ApiError;
+use crate::cloudstack::limits::{ALERT_DESCRIPTION_LENGTH, ANNOTATION_LENGTH};
 use crate::cloudstack::model::Annotation;
-use crate::state::step::marker;
 use crate::state::{Notification, State, record_key};
+use crate::wording::{alert_marker, annotation_marker, marked_key, marker_key, remarked};
 
 /// What delivery needs to know.
 #[derive(Debug, Clone)]
@@ -27,7 +29,8 @@ pub struct DeliverySettings {
     pub alert_types: std::ops::RangeInclusive<u32>,
 }
 
-/// Outcome counts of one delivery pass, by (channel, outcome): `delivered` or `failed`.
+/// Outcome counts of one delivery pass, by (channel, outcome): `delivered`, `refused` (for
+/// good, dropped) or `failed` (kept).
 pub type DeliveryCounts = BTreeMap<(&'static str, &'static str), u64>;
 
 #[derive(Debug, thiserror::Error)]
@@ -40,35 +43,66 @@ pub enum DeliveryError {
     Alert(String),
 }
 
-/// Delivers the outbox in order. A failed item stays queued (with its error and attempt
-/// count), and later items about the same cluster and key wait behind it. `save` is called
-/// after every delivered item, so a crash repeats at most the item in flight, which the
-/// marker check then recognises.
-pub async fn deliver(
+impl DeliveryError {
+    /// CloudStack refused the request for good; sending it again cannot help.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, DeliveryError::Api(e) if e.is_refusal())
+    }
+}
+
+/// Delivers the outbox in order.
+///
+/// - Delivered: the item leaves the outbox and `save` is called, so a crash repeats at most
+///   the item in flight, which the marker check then recognises.
+/// - Refused by CloudStack for good (error 431: see [`ApiError::is_refusal`]): the item ends
+///   with one ERROR naming the finding and what CloudStack said, and is counted `refused`.
+///   It holds nothing back.
+/// - Failed otherwise (an outage, a timeout, an error that may pass): the item stays queued
+///   with its error and attempt count, and later items of the same finding on the same
+///   channel wait behind it (an archive must not overtake its raise). Other channels of the
+///   finding, and everything else, go on.
+///
+/// Nothing more is sent once `save` fails: what was sent since the last good write could
+/// otherwise be sent again after a crash. The error is returned.
+pub async fn deliver<E>(
     api: &Client,
     settings: &DeliverySettings,
     state: &mut State,
-    save: &mut (dyn FnMut(&State) + Send),
-) -> DeliveryCounts {
+    save: &mut (dyn FnMut(&State) -> Result<(), E> + Send),
+) -> (DeliveryCounts, Option<E>) {
     let mut counts = DeliveryCounts::new();
-    let mut blocked: HashSet<String> = HashSet::new();
+    let mut blocked: HashSet<(String, &'static str)> = HashSet::new();
     let mut alerts = alerts::AlertDesk::new(settings.alert_types.clone());
     let mut i = 0;
     while i < state.outbox.len() {
         let item = state.outbox[i].clone();
-        let subject = item.notification.subject();
-        if subject.as_ref().is_some_and(|s| blocked.contains(s)) {
+        let channel = item.notification.channel();
+        let lane = item.notification.subject().map(|s| (s, channel));
+        if lane.as_ref().is_some_and(|l| blocked.contains(l)) {
             i += 1;
             continue;
         }
-        let channel = item.notification.channel();
         let result = deliver_one(api, settings, state, &mut alerts, &item.notification).await;
         match result {
             Ok(()) => {
                 debug!(id = item.id, channel, "notification delivered");
                 state.outbox.remove(i);
                 *counts.entry((channel, "delivered")).or_default() += 1;
-                save(state);
+            }
+            Err(e) if e.is_refusal() => {
+                let (cluster_id, key) = item.notification.finding();
+                error!(
+                    id = item.id,
+                    channel,
+                    action = item.notification.action(),
+                    cluster_id,
+                    key,
+                    attempts = item.attempts + 1,
+                    error = %crate::cli::error_chain(&e),
+                    "CloudStack refused the notification for good; it is dropped and nothing else waits for it"
+                );
+                state.outbox.remove(i);
+                *counts.entry((channel, "refused")).or_default() += 1;
             }
             Err(e) => {
                 let message = crate::cli::error_chain(&e);
@@ -76,15 +110,19 @@ pub async fn deliver(
                 let queued = &mut state.outbox[i];
                 queued.attempts += 1;
                 queued.last_error = Some(message);
-                if let Some(s) = subject {
-                    blocked.insert(s);
+                if let Some(l) = lane {
+                    blocked.insert(l);
                 }
                 *counts.entry((channel, "failed")).or_default() += 1;
                 i += 1;
+                continue;
             }
         }
+        if let Err(e) = save(state) {
+            return (counts, Some(e));
+        }
     }
-    counts
+    (counts, None)
 }
 
 async fn deliver_one(
@@ -103,8 +141,20 @@ async fn deliver_one(
             description,
             covers,
         } => {
+            let description = remarked(
+                description,
+                &alert_marker(cluster_id, key),
+                ALERT_DESCRIPTION_LENGTH,
+            );
             let record = alerts
-                .raise(api, state, cluster_id, zone_id.as_deref(), key, description)
+                .raise(
+                    api,
+                    state,
+                    cluster_id,
+                    zone_id.as_deref(),
+                    key,
+                    &description,
+                )
                 .await?;
             let mut record = record;
             record.covers = covers.clone();
@@ -134,30 +184,51 @@ async fn deliver_one(
             let Some(id) = state.annotations.get(&rk).cloned() else {
                 return Ok(());
             };
-            match api
-                .request("removeAnnotation", &[("id", id.as_str())])
-                .await
-            {
-                Ok(_) => {}
-                // Already gone (removed by hand, or with its cluster).
-                Err(e) if e.code() == Some(431) => {}
-                Err(e) => return Err(e.into()),
-            }
+            remove_annotation(api, &id).await?;
             state.annotations.remove(&rk);
             Ok(())
         }
     }
 }
 
-/// Adds the annotation unless one with this marker is already on the cluster (a delivery
-/// interrupted after CloudStack stored it). Returns the annotation id.
+/// Removes one annotation this daemon added. One already removed (by hand, or with its
+/// cluster: destroying a cluster removes its annotations) is done: CloudStack answers 530
+/// for it (`AnnotationManagerImpl.removeAnnotation` finds no row), so a 530 is taken as
+/// "gone" once `listAnnotations` confirms the annotation is no longer listed. A 530 for
+/// another reason (the database down) leaves it listed, and the item is tried again.
+async fn remove_annotation(api: &Client, id: &str) -> Result<(), ApiError> {
+    let refused = match api.request("removeAnnotation", &[("id", id)]).await {
+        Ok(_) => return Ok(()),
+        // An id that no longer resolves.
+        Err(e) if e.code() == Some(431) => return Ok(()),
+        Err(e) if e.code() == Some(530) => e,
+        Err(e) => return Err(e),
+    };
+    let listed: Vec<Annotation> = match api
+        .list("listAnnotations", "annotation", &[("id", id)])
+        .await
+    {
+        Ok(listed) => listed,
+        Err(e) if e.code() == Some(431) => return Ok(()),
+        Err(_) => return Err(refused),
+    };
+    if listed.iter().any(|a| a.id == id) {
+        Err(refused)
+    } else {
+        Ok(())
+    }
+}
+
+/// Adds the annotation unless one with its marker is already on the cluster (a delivery
+/// interrupted after CloudStack stored it; older releases wrote the cluster id in the marker
+/// too, which [`marked_key`] reads past). Returns the annotation id.
 async fn add_annotation(
     api: &Client,
     cluster_id: &str,
     key: &str,
     text: &str,
 ) -> Result<String, DeliveryError> {
-    let tag = marker(cluster_id, key);
+    let tag = marker_key(key);
     let existing: Vec<Annotation> = api
         .list(
             "listAnnotations",
@@ -171,15 +242,17 @@ async fn add_annotation(
         .await?;
     if let Some(a) = existing
         .iter()
-        .find(|a| a.annotation.as_deref().is_some_and(|t| t.ends_with(&tag)))
+        .find(|a| a.annotation.as_deref().and_then(marked_key) == Some(tag.as_str()))
     {
         return Ok(a.id.clone());
     }
+    // Queued texts are fitted again: a text queued by an older release may be too long.
+    let text = remarked(text, &annotation_marker(key), ANNOTATION_LENGTH);
     let answer = api
         .request(
             "addAnnotation",
             &[
-                ("annotation", text),
+                ("annotation", text.as_str()),
                 ("entitytype", "KUBERNETES_CLUSTER"),
                 ("entityid", cluster_id),
                 ("adminsonly", "true"),

@@ -187,6 +187,35 @@ impl Notification {
         }
     }
 
+    /// The cluster id and the finding's key it is about (`""` for an event about a whole
+    /// cluster), for logs.
+    pub fn finding(&self) -> (&str, &str) {
+        match self {
+            Notification::Event {
+                cluster_id, key, ..
+            } => (cluster_id, key.as_deref().unwrap_or("")),
+            Notification::RaiseAlert {
+                cluster_id, key, ..
+            }
+            | Notification::ArchiveAlert { cluster_id, key }
+            | Notification::AddAnnotation {
+                cluster_id, key, ..
+            }
+            | Notification::RemoveAnnotation { cluster_id, key } => (cluster_id, key),
+        }
+    }
+
+    /// What it does, as the state file names it: `event`, `raise_alert`, ….
+    pub fn action(&self) -> &'static str {
+        match self {
+            Notification::Event { .. } => "event",
+            Notification::RaiseAlert { .. } => "raise_alert",
+            Notification::ArchiveAlert { .. } => "archive_alert",
+            Notification::AddAnnotation { .. } => "add_annotation",
+            Notification::RemoveAnnotation { .. } => "remove_annotation",
+        }
+    }
+
     /// The channel, for metrics: `event_log`, `alert` or `annotation`.
     pub fn channel(&self) -> &'static str {
         match self {

@@ -14,6 +14,7 @@ use crate::report::NewKeys;
 use crate::snapshot::VanishedHow;
 use crate::state::{Level, Notification, Outgoing, Reported, State, VanishedRecord, record_key};
 use crate::time::Timestamp;
+use crate::wording::{alert_description, annotation_text, summary_description};
 
 /// Which channels are on, and the alert cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,83 +32,6 @@ pub struct StepOutcome {
     pub new: NewKeys,
     /// Every open mismatch per cluster id after the step (kept ones included).
     pub open: BTreeMap<String, Vec<Mismatch>>,
-}
-
-/// CloudStack stores at most 999 characters of an alert's description.
-pub const ALERT_DESCRIPTION_MAX: usize = 999;
-
-fn hint(kind: MismatchKind) -> &'static str {
-    match kind {
-        MismatchKind::MappedVm => {
-            "Check whether the VM was destroyed or expunged on purpose, and the cluster's VM map (kubernetes_cluster_vm_map) that still lists it."
-        }
-        MismatchKind::UnmappedVm => {
-            "Check whether the VM is a node of the cluster whose map row was lost, or a stray VM named like one."
-        }
-        MismatchKind::NodeWithoutVm => {
-            "Check the node with kubectl on the control node: a node object left behind, or a machine CloudStack does not know."
-        }
-        MismatchKind::VmNotANode => {
-            "Check kubelet on the VM and whether the node was deleted from Kubernetes."
-        }
-        MismatchKind::MapCount => {
-            "Compare the cluster's VM map in the database with its VMs: rows may point to expunged or unknown VMs."
-        }
-    }
-}
-
-fn truncate_chars(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_string();
-    }
-    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
-}
-
-/// The marker that ends every alert and annotation text: it lets delivery find what it
-/// already stored after a crash.
-pub fn marker(cluster_id: &str, key: &str) -> String {
-    format!("[cks-drift {}]", record_key(cluster_id, key))
-}
-
-/// The alert description: the cluster and the VM or node first, then what was found, that
-/// nothing was changed, and what to check.
-pub fn alert_description(cluster: &str, cluster_id: &str, m: &Mismatch) -> String {
-    let subject = match (&m.vm_name, &m.vm_id, &m.node) {
-        (Some(name), Some(id), _) => format!("VM {name} ({id})"),
-        (None, Some(id), _) => format!("VM {id}"),
-        (_, _, Some(node)) => format!("node {node}"),
-        _ => "VM map".to_string(),
-    };
-    let tail = format!(" {}", marker(cluster_id, &m.key()));
-    let body = format!(
-        "Kubernetes cluster {cluster}, {subject}: {}. Nothing was changed. {}",
-        m.reason,
-        hint(m.kind)
-    );
-    truncate_chars(&body, ALERT_DESCRIPTION_MAX - tail.chars().count()) + &tail
-}
-
-fn summary_description(cluster: &str, cluster_id: &str, key: &str, rest: &[&Mismatch]) -> String {
-    let tail = format!(" {}", marker(cluster_id, key));
-    let list: Vec<String> = rest.iter().map(|m| m.key()).collect();
-    let body = format!(
-        "Kubernetes cluster {cluster}: {} more VM map mismatches found at once ({}). Nothing was changed. Each is in the event log and in an annotation on the cluster.",
-        rest.len(),
-        list.join(", ")
-    );
-    truncate_chars(&body, ALERT_DESCRIPTION_MAX - tail.chars().count()) + &tail
-}
-
-/// The annotation text: names the VM (name and id) or node, what was found, and what to check.
-pub fn annotation_text(cluster_id: &str, m: &Mismatch) -> String {
-    format!(
-        "{}. Nothing was changed. {} {}",
-        m.reason,
-        hint(m.kind),
-        marker(cluster_id, &m.key())
-    )
 }
 
 fn side_text(side: Side) -> &'static str {
@@ -277,7 +201,7 @@ pub fn step(
                 q.push(Notification::AddAnnotation {
                     cluster_id: c.id.clone(),
                     key: m.key(),
-                    text: annotation_text(&c.id, m),
+                    text: annotation_text(m),
                 });
             }
         }

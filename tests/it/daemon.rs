@@ -8,7 +8,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cks_drift::state::step::marker;
+use cks_drift::wording::alert_marker;
 use tokio::net::UnixDatagram;
 use tokio::task::JoinHandle;
 
@@ -335,7 +335,11 @@ async fn runs_every_interval_alerts_a_new_drift_once_and_stops_cleanly() {
             .collect()
     });
     assert_eq!(stored.len(), 1, "{stored:?}");
-    assert!(stored[0].ends_with(&marker(&id, &key)), "{}", stored[0]);
+    assert!(
+        stored[0].ends_with(&alert_marker(&id, &key)),
+        "{}",
+        stored[0]
+    );
     let warned: Vec<_> = cloud
         .event_lines()
         .into_iter()

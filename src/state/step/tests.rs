@@ -500,27 +500,6 @@ fn deleted_cluster_is_closed_but_an_empty_listing_is_not_trusted() {
 }
 
 #[test]
-fn texts_name_the_cluster_and_the_vm_and_fit_cloudstack() {
-    let mut mm = m(MappedVm, "v1");
-    mm.reason = "VM web-node-v1 (v1) is one of the VMs of Kubernetes cluster web in CloudStack, but is destroyed".into();
-    let d = alert_description("web", "c1", &mm);
-    assert_eq!(
-        d,
-        "Kubernetes cluster web, VM web-node-v1 (v1): VM web-node-v1 (v1) is one of the VMs of Kubernetes cluster web in CloudStack, but is destroyed. Nothing was changed. Check whether the VM was destroyed or expunged on purpose, and the cluster's VM map (kubernetes_cluster_vm_map) that still lists it. [cks-drift c1/mapped_vm:v1]"
-    );
-    mm.reason = "x".repeat(5000);
-    let d = alert_description("web", "c1", &mm);
-    assert_eq!(d.chars().count(), ALERT_DESCRIPTION_MAX);
-    assert!(d.ends_with("… [cks-drift c1/mapped_vm:v1]"));
-    let a = annotation_text("c1", &m(NodeWithoutVm, "stray"));
-    assert!(
-        a.starts_with("node_without_vm stray. Nothing was changed. Check the node"),
-        "{a}"
-    );
-    assert!(a.ends_with("[cks-drift c1/node_without_vm:stray]"));
-}
-
-#[test]
 fn state_round_trips_through_json() {
     let mut s = State::default();
     step(

@@ -1,0 +1,215 @@
+//! What cks-drift writes into CloudStack about a finding: the alert description, the
+//! annotation text and the marker that ends both. Pure; every text is made to fit the
+//! parameter it is sent in (see `cloudstack::limits`), with the marker kept whole.
+//!
+//! The marker lets delivery recognise what CloudStack already stored after an interrupted
+//! delivery: `[cks-drift <cluster id>/<key>]` on alerts, `[cks-drift <key>]` on annotations
+//! (an annotation is on the cluster already). A key that is long or holds characters outside
+//! `[a-z0-9._:/-]` (a node name is the tenant's choice) is written as `<kind>:#<digest>`, so a
+//! marker is short, plain ASCII, and fits a `keyword` search.
+
+use sha1::Digest;
+
+use crate::cloudstack::limits::{
+    ALERT_DESCRIPTION_LENGTH, ANNOTATION_LENGTH, fit, fit_with_tail, one_line,
+};
+use crate::diff::{Mismatch, MismatchKind};
+
+/// Keys up to this length (and of plain characters) are written out in markers.
+const MARKER_KEY_MAX: usize = 64;
+
+/// How much of a node name an annotation shows; the alert and the event log show it whole.
+const ANNOTATION_NODE_MAX: usize = 120;
+
+/// The key as markers write it: itself, or `<kind>:#<12 hex digits of its SHA-1>`.
+pub fn marker_key(key: &str) -> String {
+    let plain = key.len() <= MARKER_KEY_MAX
+        && key.bytes().all(|b| {
+            b.is_ascii_lowercase()
+                || b.is_ascii_digit()
+                || matches!(b, b'.' | b'_' | b':' | b'-' | b'/')
+        });
+    if plain {
+        return key.to_string();
+    }
+    let kind: String = key
+        .split(':')
+        .next()
+        .unwrap_or("")
+        .chars()
+        .filter(|c| c.is_ascii_lowercase() || *c == '_')
+        .take(32)
+        .collect();
+    let digest = sha1::Sha1::digest(key.as_bytes());
+    let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    format!("{kind}:#{hex}")
+}
+
+/// The marker that ends an alert description.
+pub fn alert_marker(cluster_id: &str, key: &str) -> String {
+    format!(
+        "[cks-drift {}/{}]",
+        one_line(&fit(cluster_id, 64)),
+        marker_key(key)
+    )
+}
+
+/// The marker that ends an annotation text.
+pub fn annotation_marker(key: &str) -> String {
+    format!("[cks-drift {}]", marker_key(key))
+}
+
+/// The key a text's closing marker holds, as the marker writes it (see [`marker_key`]).
+pub fn marked_key(text: &str) -> Option<&str> {
+    let start = text.rfind("[cks-drift ")?;
+    let inner = text[start + "[cks-drift ".len()..].strip_suffix(']')?;
+    // A cluster id has no `:`, a key always has one: a `/` before it ends the cluster id.
+    let colon = inner.find(':')?;
+    Some(match inner[..colon].rfind('/') {
+        Some(slash) => &inner[slash + 1..],
+        None => inner,
+    })
+}
+
+/// `text` with its closing marker (if any) replaced by `marker`, fitted to `max`: how a text
+/// queued by an older release is sent.
+pub fn remarked(text: &str, marker: &str, max: usize) -> String {
+    let body = match text.rfind(" [cks-drift ") {
+        Some(i) if text.ends_with(']') => &text[..i],
+        _ => text,
+    };
+    fit_with_tail(&one_line(body), marker, max)
+}
+
+fn hint(kind: MismatchKind) -> &'static str {
+    match kind {
+        MismatchKind::MappedVm => {
+            "Check whether the VM was destroyed or expunged on purpose, and the cluster's VM map (kubernetes_cluster_vm_map) that still lists it."
+        }
+        MismatchKind::UnmappedVm => {
+            "Check whether the VM is a node of the cluster whose map row was lost, or a stray VM named like one."
+        }
+        MismatchKind::NodeWithoutVm => {
+            "Check the node with kubectl on the control node: a node object left behind, or a machine CloudStack does not know."
+        }
+        MismatchKind::VmNotANode => {
+            "Check kubelet on the VM and whether the node was deleted from Kubernetes."
+        }
+        MismatchKind::MapCount => {
+            "Compare the cluster's VM map in the database with its VMs: rows may point to expunged or unknown VMs."
+        }
+    }
+}
+
+/// The short hint of an annotation.
+fn short_hint(kind: MismatchKind) -> &'static str {
+    match kind {
+        MismatchKind::MappedVm => "Check the VM map row.",
+        MismatchKind::UnmappedVm => "Check for a lost map row.",
+        MismatchKind::NodeWithoutVm => "Check the node with kubectl.",
+        MismatchKind::VmNotANode => "Check kubelet on the VM.",
+        MismatchKind::MapCount => "Check the map rows in the database.",
+    }
+}
+
+/// The subject of a finding for a person: `VM <name> (<id>)`, `node <name>` or `VM map`.
+pub fn subject(m: &Mismatch) -> String {
+    match (&m.vm_name, &m.vm_id, &m.node) {
+        (Some(name), Some(id), _) => format!("VM {name} ({id})"),
+        (None, Some(id), _) => format!("VM {id}"),
+        (_, _, Some(node)) => format!("node {node}"),
+        _ => "VM map".to_string(),
+    }
+}
+
+/// The alert description (at most 999 units): the cluster and the VM or node first, then
+/// what was found, that nothing was changed, what to check, and the marker.
+pub fn alert_description(cluster: &str, cluster_id: &str, m: &Mismatch) -> String {
+    let body = format!(
+        "Kubernetes cluster {cluster}, {}: {}. Nothing was changed. {}",
+        subject(m),
+        m.reason,
+        hint(m.kind)
+    );
+    fit_with_tail(
+        &one_line(&body),
+        &alert_marker(cluster_id, &m.key()),
+        ALERT_DESCRIPTION_LENGTH,
+    )
+}
+
+/// The description of the alert that sums up the new findings past the cap.
+pub fn summary_description(
+    cluster: &str,
+    cluster_id: &str,
+    key: &str,
+    rest: &[&Mismatch],
+) -> String {
+    let list: Vec<String> = rest.iter().map(|m| m.key()).collect();
+    let body = format!(
+        "Kubernetes cluster {cluster}: {} more VM map mismatches found at once ({}). Nothing was changed. Each is in the event log and in an annotation on the cluster.",
+        rest.len(),
+        list.join(", ")
+    );
+    fit_with_tail(
+        &one_line(&body),
+        &alert_marker(cluster_id, key),
+        ALERT_DESCRIPTION_LENGTH,
+    )
+}
+
+/// The annotation text (at most 255 units): the VM (name; its id is in the marker) or the
+/// node, what was found, that nothing was changed, a short hint, and the marker. The
+/// cluster is the annotated entity, so it is not named.
+pub fn annotation_text(m: &Mismatch) -> String {
+    let vm = |m: &Mismatch| match (&m.vm_name, &m.vm_id) {
+        (Some(name), _) => format!("VM {}", fit(name, 80)),
+        (None, Some(id)) => format!("VM {id}"),
+        _ => "A VM".to_string(),
+    };
+    let what = match m.kind {
+        MismatchKind::MappedVm => {
+            let state = match m.vm_state.as_deref() {
+                Some("Destroyed") => "is destroyed",
+                Some("Expunging") => "is being expunged",
+                Some("Error") => "is in Error state",
+                Some("Expunged") => "has been expunged or unmanaged",
+                Some("Missing") => "does not exist",
+                _ => "is not usable",
+            };
+            format!("{} in the VM map of this cluster {state}.", vm(m))
+        }
+        MismatchKind::UnmappedVm => format!(
+            "{} ({}) is named as a node of this cluster but is not in its VM map.",
+            vm(m),
+            m.vm_state.as_deref().unwrap_or("?")
+        ),
+        MismatchKind::NodeWithoutVm => format!(
+            "Kubernetes node {} matches no VM of this cluster.",
+            fit(m.node.as_deref().unwrap_or("?"), ANNOTATION_NODE_MAX)
+        ),
+        MismatchKind::VmNotANode => format!(
+            "{} in the VM map of this cluster is running but is not a Kubernetes node.",
+            vm(m)
+        ),
+        MismatchKind::MapCount => {
+            let (shown, expected) = m
+                .vm_state
+                .as_deref()
+                .and_then(|s| s.split_once('/'))
+                .unwrap_or(("?", "?"));
+            format!(
+                "The VM map of this cluster shows {shown} of {expected} VMs: rows are missing or point to removed VMs."
+            )
+        }
+    };
+    let body = format!("{what} Nothing was changed. {}", short_hint(m.kind));
+    fit_with_tail(
+        &one_line(&body),
+        &annotation_marker(&m.key()),
+        ANNOTATION_LENGTH,
+    )
+}
+
+#[cfg(test)]
+mod tests;

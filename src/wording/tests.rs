@@ -1,0 +1,239 @@
+use super::*;
+use crate::cloudstack::limits::{KEYWORD_LENGTH, is_refused_control, java_len};
+
+fn vm_finding(kind: MismatchKind, name: &str, id: &str, state: &str, reason: &str) -> Mismatch {
+    Mismatch {
+        kind,
+        vm_id: Some(id.into()),
+        vm_name: Some(name.into()),
+        vm_state: Some(state.into()),
+        node: None,
+        reason: reason.into(),
+    }
+}
+
+fn node_finding(node: &str, reason: &str) -> Mismatch {
+    Mismatch {
+        kind: MismatchKind::NodeWithoutVm,
+        vm_id: None,
+        vm_name: None,
+        vm_state: None,
+        node: Some(node.into()),
+        reason: reason.into(),
+    }
+}
+
+const CLUSTER_ID: &str = "8d1f0e8a-6b3c-4c55-9f41-0a2b3c4d5e6f";
+const VM_ID: &str = "0f9e8d7c-6b5a-4c3d-2e1f-0a9b8c7d6e5f";
+
+/// Every finding the diff can produce, with the longest names it can hold: VM names are host
+/// names (63), node names DNS names (253), cluster names 255 UTF-16 units of anything.
+fn longest_findings(cluster: &str) -> Vec<Mismatch> {
+    let vm = format!("{}-control-18c3f2a1b0d", "a".repeat(43));
+    assert_eq!(vm.len(), 63);
+    let node = format!(
+        "{}.{}.{}.{}",
+        "n".repeat(63),
+        "o".repeat(63),
+        "d".repeat(63),
+        "e".repeat(61)
+    );
+    assert_eq!(node.len(), 253);
+    let mut out = Vec::new();
+    for state in ["Destroyed", "Expunging", "Error", "Expunged", "Missing"] {
+        out.push(vm_finding(
+            MismatchKind::MappedVm,
+            &vm,
+            VM_ID,
+            state,
+            &format!("VM {vm} ({VM_ID}) is one of the VMs of Kubernetes cluster {cluster} in CloudStack, but has been expunged or unmanaged"),
+        ));
+    }
+    out.push(vm_finding(
+        MismatchKind::UnmappedVm,
+        &vm,
+        VM_ID,
+        "Expunging",
+        &format!("VM {vm} ({VM_ID}, Expunging) is named as a node of Kubernetes cluster {cluster} but is not one of its VMs in CloudStack"),
+    ));
+    out.push(vm_finding(
+        MismatchKind::VmNotANode,
+        &vm,
+        VM_ID,
+        "Running",
+        &format!("VM {vm} ({VM_ID}) of Kubernetes cluster {cluster} is running but is not a Kubernetes node of the cluster"),
+    ));
+    out.push(node_finding(
+        &node,
+        &format!(
+            "Kubernetes node {node} of cluster {cluster} matches no VM of the cluster in CloudStack"
+        ),
+    ));
+    out.push(Mismatch {
+        kind: MismatchKind::MapCount,
+        vm_id: None,
+        vm_name: None,
+        vm_state: Some("1000/1003".into()),
+        node: None,
+        reason: format!("Kubernetes cluster {cluster} should have 1003 VMs (control nodes + size + etcd nodes) but its VM map shows 1000: 3 map rows are missing or point to removed VMs"),
+    });
+    out
+}
+
+/// A 255-unit cluster name with characters outside the BMP, control characters and
+/// CloudStack's LIKE wildcards.
+fn hostile_cluster_name() -> String {
+    let mut name = String::from("prod\n\x1b[2Jé_%");
+    while java_len(&name) + 2 <= 255 {
+        name.push('😀');
+    }
+    while java_len(&name) < 255 {
+        name.push('x');
+    }
+    assert_eq!(java_len(&name), 255);
+    name
+}
+
+#[test]
+fn the_longest_texts_fit_cloudstack_and_keep_their_marker() {
+    let cluster = hostile_cluster_name();
+    for m in longest_findings(&cluster) {
+        let key = m.key();
+        let d = alert_description(&cluster, CLUSTER_ID, &m);
+        assert!(java_len(&d) <= 999, "{} units: {d}", java_len(&d));
+        assert!(d.ends_with(&alert_marker(CLUSTER_ID, &key)), "{d}");
+        assert!(
+            d.starts_with("Kubernetes cluster prod\\x0a\\x1b[2Jé_%"),
+            "{d}"
+        );
+        let a = annotation_text(&m);
+        assert!(java_len(&a) <= 255, "{} units: {a}", java_len(&a));
+        assert!(a.ends_with(&annotation_marker(&key)), "{a}");
+        for text in [&d, &a] {
+            assert!(!text.chars().any(is_refused_control), "{text}");
+            assert!(text.chars().all(|c| c.len_utf16() == 1), "{text}");
+        }
+        // The marker is searched for with `keyword`.
+        assert!(java_len(&alert_marker(CLUSTER_ID, &key)) <= KEYWORD_LENGTH);
+        assert!(java_len(&annotation_marker(&key)) <= KEYWORD_LENGTH);
+        // The annotation still names what a person must look at.
+        match (&m.vm_name, &m.node) {
+            (Some(vm), _) => assert!(a.contains(vm.as_str()), "{a}"),
+            (_, Some(node)) => assert!(a.contains(&node[..100]), "{a}"),
+            _ => assert!(a.contains("shows 1000 of 1003 VMs"), "{a}"),
+        }
+    }
+    let all = longest_findings(&cluster);
+    let rest: Vec<&Mismatch> = all.iter().collect();
+    let s = summary_description(&cluster, CLUSTER_ID, "summary:20261130T100000Z", &rest);
+    assert!(java_len(&s) <= 999);
+    assert!(s.ends_with(&alert_marker(CLUSTER_ID, "summary:20261130T100000Z")));
+}
+
+/// The figures the README gives: the longest length each text can reach.
+#[test]
+fn longest_lengths() {
+    let cluster = hostile_cluster_name();
+    let findings = longest_findings(&cluster);
+    let longest_alert = findings
+        .iter()
+        .map(|m| java_len(&alert_description(&cluster, CLUSTER_ID, m)))
+        .max()
+        .unwrap();
+    let longest_annotation = findings
+        .iter()
+        .map(|m| java_len(&annotation_text(m)))
+        .max()
+        .unwrap();
+    let longest_alert_marker = findings
+        .iter()
+        .map(|m| java_len(&alert_marker(CLUSTER_ID, &m.key())))
+        .max()
+        .unwrap();
+    let longest_annotation_marker = findings
+        .iter()
+        .map(|m| java_len(&annotation_marker(&m.key())))
+        .max()
+        .unwrap();
+    assert_eq!(
+        (
+            longest_alert,
+            longest_annotation,
+            longest_alert_marker,
+            longest_annotation_marker
+        ),
+        (999, 255, 99, 62)
+    );
+}
+
+#[test]
+fn texts_read_well_for_ordinary_names() {
+    let m = vm_finding(
+        MismatchKind::MappedVm,
+        "web-node-v1",
+        "v1",
+        "Destroyed",
+        "VM web-node-v1 (v1) is one of the VMs of Kubernetes cluster web in CloudStack, but is destroyed",
+    );
+    assert_eq!(
+        alert_description("web", "c1", &m),
+        "Kubernetes cluster web, VM web-node-v1 (v1): VM web-node-v1 (v1) is one of the VMs of Kubernetes cluster web in CloudStack, but is destroyed. Nothing was changed. Check whether the VM was destroyed or expunged on purpose, and the cluster's VM map (kubernetes_cluster_vm_map) that still lists it. [cks-drift c1/mapped_vm:v1]"
+    );
+    assert_eq!(
+        annotation_text(&m),
+        "VM web-node-v1 in the VM map of this cluster is destroyed. Nothing was changed. Check the VM map row. [cks-drift mapped_vm:v1]"
+    );
+    assert_eq!(
+        annotation_text(&node_finding("stray", "")),
+        "Kubernetes node stray matches no VM of this cluster. Nothing was changed. Check the node with kubectl. [cks-drift node_without_vm:stray]"
+    );
+}
+
+#[test]
+fn long_or_odd_keys_are_digested_in_markers() {
+    assert_eq!(marker_key("unmapped_vm:abc-1"), "unmapped_vm:abc-1");
+    let long = format!("node_without_vm:{}", "n".repeat(253));
+    let k = marker_key(&long);
+    assert!(k.starts_with("node_without_vm:#"), "{k}");
+    assert_eq!(k.len(), "node_without_vm:#".len() + 12);
+    assert_eq!(k, marker_key(&long), "stable");
+    assert_ne!(k, marker_key(&format!("{long}x")));
+    assert!(marker_key("node_without_vm:a b").starts_with("node_without_vm:#"));
+    assert!(marker_key("node_without_vm:A").starts_with("node_without_vm:#"));
+}
+
+#[test]
+fn marked_key_reads_both_markers() {
+    assert_eq!(
+        marked_key("text [cks-drift c1/mapped_vm:v1]"),
+        Some("mapped_vm:v1")
+    );
+    assert_eq!(
+        marked_key("text [cks-drift mapped_vm:v1]"),
+        Some("mapped_vm:v1")
+    );
+    assert_eq!(marked_key("no marker"), None);
+    assert_eq!(
+        marked_key("text [cks-drift c1/map_count:3/5]"),
+        Some("map_count:3/5")
+    );
+    assert_eq!(
+        marked_key("text [cks-drift map_count:3/5]"),
+        Some("map_count:3/5")
+    );
+}
+
+#[test]
+fn a_text_queued_by_an_older_release_is_remarked_and_fitted() {
+    let old = format!(
+        "{}. Nothing was changed. Check. [cks-drift c1/node_without_vm:{}]",
+        "x".repeat(200),
+        "n".repeat(100)
+    );
+    let key = format!("node_without_vm:{}", "n".repeat(100));
+    let t = remarked(&old, &annotation_marker(&key), 255);
+    assert!(java_len(&t) <= 255);
+    assert!(t.ends_with(&annotation_marker(&key)));
+    assert!(t.starts_with("xxxx"));
+    assert!(!t.contains("[cks-drift c1/"));
+}
