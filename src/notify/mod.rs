@@ -184,7 +184,7 @@ async fn deliver_one(
             let Some(id) = state.annotations.get(&rk).cloned() else {
                 return Ok(());
             };
-            remove_annotation(api, &id).await?;
+            remove_annotation(api, cluster_id, &id).await?;
             state.annotations.remove(&rk);
             Ok(())
         }
@@ -194,29 +194,33 @@ async fn deliver_one(
 /// Removes one annotation this daemon added. One already removed (by hand, or with its
 /// cluster: destroying a cluster removes its annotations) is done: CloudStack answers 530
 /// for it (`AnnotationManagerImpl.removeAnnotation` finds no row), so a 530 is taken as
-/// "gone" once `listAnnotations` confirms the annotation is no longer listed. A 530 for
+/// "gone" once the cluster's annotations, listed, no longer hold it. (`listAnnotations id=`
+/// cannot tell: it answers an empty list unless `userid` is the creator's.) A 530 for
 /// another reason (the database down) leaves it listed, and the item is tried again.
-async fn remove_annotation(api: &Client, id: &str) -> Result<(), ApiError> {
+async fn remove_annotation(api: &Client, cluster_id: &str, id: &str) -> Result<(), ApiError> {
     let refused = match api.request("removeAnnotation", &[("id", id)]).await {
         Ok(_) => return Ok(()),
-        // An id that no longer resolves.
-        Err(e) if e.code() == Some(431) => return Ok(()),
         Err(e) if e.code() == Some(530) => e,
         Err(e) => return Err(e),
     };
-    let listed: Vec<Annotation> = match api
-        .list("listAnnotations", "annotation", &[("id", id)])
-        .await
-    {
-        Ok(listed) => listed,
-        Err(e) if e.code() == Some(431) => return Ok(()),
-        Err(_) => return Err(refused),
-    };
-    if listed.iter().any(|a| a.id == id) {
-        Err(refused)
-    } else {
-        Ok(())
+    match cluster_annotations(api, cluster_id).await {
+        Ok(listed) if !listed.iter().any(|a| a.id == id) => Ok(()),
+        _ => Err(refused),
     }
+}
+
+/// Every annotation on the cluster (admins-only ones included), newest first.
+async fn cluster_annotations(api: &Client, cluster_id: &str) -> Result<Vec<Annotation>, ApiError> {
+    api.list(
+        "listAnnotations",
+        "annotation",
+        &[
+            ("entitytype", "KUBERNETES_CLUSTER"),
+            ("entityid", cluster_id),
+            ("annotationfilter", "all"),
+        ],
+    )
+    .await
 }
 
 /// Adds the annotation unless one with its marker is already on the cluster (a delivery
@@ -229,17 +233,7 @@ async fn add_annotation(
     text: &str,
 ) -> Result<String, DeliveryError> {
     let tag = marker_key(key);
-    let existing: Vec<Annotation> = api
-        .list(
-            "listAnnotations",
-            "annotation",
-            &[
-                ("entitytype", "KUBERNETES_CLUSTER"),
-                ("entityid", cluster_id),
-                ("annotationfilter", "all"),
-            ],
-        )
-        .await?;
+    let existing = cluster_annotations(api, cluster_id).await?;
     if let Some(a) = existing
         .iter()
         .find(|a| a.annotation.as_deref().and_then(marked_key) == Some(tag.as_str()))

@@ -130,6 +130,18 @@ fn list_virtual_machines(w: &World, s: &Settings, p: &Params) -> Result<String, 
     }
     let zone = p.uuid("zoneid", |v| w.zone(v).is_some())?;
     let network = p.uuid("networkid", |v| w.network(v).is_some())?;
+    // `ListVMsCmd.getDetails`: each item is `VMDetails.valueOf`, case-sensitive, untrimmed
+    // (`StringTokenizer` on ","); an empty list means all details.
+    if let Some(raw) = p.raw("details")
+        && raw
+            .split(',')
+            .any(|d| !d.is_empty() && !VM_DETAILS.contains(&d))
+    {
+        return Err(ApiError::invalid(format!(
+            "The details parameter contains a non permitted value. The allowed values are [{}]",
+            VM_DETAILS.join(", ")
+        )));
+    }
     let acl = Acl::from_params(p, w, id.is_some())?;
     let (name, keyword, state) = (p.get("name"), p.get("keyword"), p.get("state"));
     let matches: Vec<&SimVm> = w
@@ -174,6 +186,12 @@ fn list_virtual_machines(w: &World, s: &Settings, p: &Params) -> Result<String, 
         .collect();
     Ok(list_body(&p.command, "virtualmachine", count, &rendered))
 }
+
+/// `ApiConstants.VMDetails`, in declaration order.
+const VM_DETAILS: &[&str] = &[
+    "all", "group", "nics", "stats", "secgrp", "tmpl", "servoff", "diskoff", "backoff", "iso",
+    "volume", "min", "affgrp", "vnfnics",
+];
 
 fn list_networks(w: &World, s: &Settings, p: &Params) -> Result<String, ApiError> {
     let page = paging(p, s.max_page_size)?;
@@ -222,9 +240,15 @@ fn archive_alerts(w: &mut World, p: &Params, delete: bool) -> Result<String, Api
     let kind = p.number("type")?;
     let start = date_param(p, "startdate")?;
     let end = date_param(p, "enddate")?;
-    if ids.is_none() && kind.is_none() && start.is_none() && end.is_none() {
+    // `ManagementServerImpl.archiveAlerts` / `deleteAlerts`: a lone `startdate` is not enough.
+    if ids.is_none() && kind.is_none() && end.is_none() {
         return Err(ApiError::invalid(
             "either ids, type, startdate or enddate must be specified",
+        ));
+    }
+    if start.is_some() && end.is_none() {
+        return Err(ApiError::invalid(
+            "enddate must be specified with startdate parameter",
         ));
     }
     let selected: Vec<usize> = w
@@ -237,12 +261,17 @@ fn archive_alerts(w: &mut World, p: &Params, delete: bool) -> Result<String, Api
         .filter(|(_, a)| start.is_none_or(|t| a.sent >= t) && end.is_none_or(|t| a.sent <= t))
         .map(|(i, _)| i)
         .collect();
-    // The DAO refuses the whole request when some of the given ids match nothing.
+    // `AlertDaoImpl.archiveAlert` / `deleteAlert` select only un-archived rows and refuse the
+    // whole request, before changing anything, when fewer rows than ids were selected (an
+    // archived alert, or an id given twice); `ArchiveAlertsCmd` / `DeleteAlertsCmd` then
+    // throw `ServerApiException(INTERNAL_ERROR)`: 530 / 9999.
     if ids.as_ref().is_some_and(|l| selected.len() < l.len()) {
         let verb = if delete { "delete" } else { "archive" };
-        return Err(ApiError::internal(format!(
-            "Failed to {verb} Alerts, one or more parameters has invalid values"
-        )));
+        return Err(ApiError {
+            code: 530,
+            cs_code: Some(super::query::CS_SERVER_API),
+            text: format!("Unable to {verb} Alerts, one or more parameters has invalid values"),
+        });
     }
     if delete {
         for i in selected.into_iter().rev() {
@@ -296,8 +325,8 @@ const BUILTIN_ALERT_NAMES: &[(i16, &[&str])] = &[
     (12, &["ALERT.STORAGE.MISC"]),
     (13, &["ALERT.USAGE"]),
     (14, &["ALERT.MANAGEMENT"]),
-    (15, &["ALERT.SERVICE.DOMAINROUTER.MIGRATE"]),
-    (16, &["ALERT.SERVICE.CONSOLEPROXY.MIGRATE"]),
+    (15, &["ALERT.NETWORK.DOMAINROUTERMIGRATE"]),
+    (16, &["ALERT.SERVICE.CONSOLEPROXYMIGRATE"]),
     (17, &["ALERT.USERVM.MIGRATE"]),
     (18, &["ALERT.NETWORK.VLAN"]),
     (19, &["ALERT.SERVICE.SSVM"]),
@@ -330,17 +359,11 @@ fn generate_alert(w: &mut World, s: &Settings, p: &Params) -> Result<String, Api
     let raw_type = p.required("type")?;
     let name = p.required("name")?;
     let description = p.required("description")?;
+    // Lengths and emptiness were checked with the declared parameters (`params`).
     let alert_type: i16 = raw_type
         .trim()
         .parse()
         .map_err(|_| p.bad_value("type", raw_type))?;
-    for (param, value, max) in [("name", name, 255), ("description", description, 999)] {
-        if value.chars().count() > max {
-            return Err(ApiError::invalid(format!(
-                "Value greater than max allowed length {max} for param: {param}"
-            )));
-        }
-    }
     let zone_id = p.uuid("zoneid", |v| w.zone(v).is_some())?;
     let pod_id = p.uuid("podid", |v| {
         w.zones.iter().any(|z| z.pod_ids.iter().any(|x| x == v))
@@ -427,6 +450,16 @@ fn store_alert(
             names[0]
         )));
     }
+    // The `alert` table is `utf8` (three bytes a character): a four-byte character fails the
+    // insert, and `AlertManagerImpl.sendAlert` catches and only logs that, so the job still
+    // succeeds and nothing is stored.
+    if name
+        .chars()
+        .chain(description.chars())
+        .any(|c| c.len_utf8() > 3)
+    {
+        return Ok(());
+    }
     let duplicate = w.alerts.iter().any(|a| {
         !a.archived
             && a.alert_type == alert_type
@@ -467,25 +500,67 @@ fn query_async_job_result(w: &mut World, p: &Params) -> Result<String, ApiError>
     Ok(flat_body(&p.command, &job_json(w, &w.jobs[index])))
 }
 
-/// Entity types the simulator can annotate (others exist in CloudStack but not here).
-const ANNOTATION_TYPES: &[&str] = &["KUBERNETES_CLUSTER", "VM"];
+/// `AnnotationService.EntityType`: what `addAnnotation` accepts (`valueOf`, case-sensitive).
+const ANNOTATION_TYPES: &[&str] = &[
+    "VM",
+    "VOLUME",
+    "SNAPSHOT",
+    "VM_SNAPSHOT",
+    "INSTANCE_GROUP",
+    "SSH_KEYPAIR",
+    "USER_DATA",
+    "NETWORK",
+    "VPC",
+    "PUBLIC_IP_ADDRESS",
+    "VPN_CUSTOMER_GATEWAY",
+    "TEMPLATE",
+    "ISO",
+    "KUBERNETES_CLUSTER",
+    "SERVICE_OFFERING",
+    "DISK_OFFERING",
+    "NETWORK_OFFERING",
+    "ZONE",
+    "POD",
+    "CLUSTER",
+    "HOST",
+    "DOMAIN",
+    "PRIMARY_STORAGE",
+    "SECONDARY_STORAGE",
+    "VR",
+    "SYSTEM_VM",
+    "AUTOSCALE_VM_GROUP",
+    "MANAGEMENT_SERVER",
+    "OBJECT_STORAGE",
+];
 
-fn add_annotation(w: &mut World, p: &Params) -> Result<String, ApiError> {
-    let text = p.required("annotation")?;
-    let entity_type = p.required("entitytype")?;
-    let entity_id = p.required("entityid")?;
-    if !ANNOTATION_TYPES.contains(&entity_type) {
-        return Err(ApiError::invalid(format!(
-            "\"{entity_type}\" is not a valid entity type"
-        )));
+/// An exception `ApiServer` turns into INTERNAL_ERROR for the root admin: 530, cserrorcode
+/// 9999, the exception's message.
+fn runtime_error(text: impl Into<String>) -> ApiError {
+    ApiError {
+        code: 530,
+        cs_code: Some(super::query::CS_SERVER_API),
+        text: text.into(),
     }
-    let exists = match entity_type {
-        "KUBERNETES_CLUSTER" => w.clusters.iter().any(|c| c.id == entity_id && !c.removed),
-        _ => w.vms.iter().any(|v| v.id == entity_id && !v.removed),
+}
+
+/// `AddAnnotationCmd.execute` and `AnnotationManagerImpl.addAnnotation` for the root admin:
+/// the entity is never looked up (`checkAnnotationPermissions` returns early for admins), so
+/// an annotation on a removed or unknown entity is stored all the same.
+fn add_annotation(w: &mut World, p: &Params) -> Result<String, ApiError> {
+    let Some(entity_id) = p.raw("entityid") else {
+        // `Preconditions.checkNotNull`.
+        return Err(runtime_error(
+            "I have to have an entity to set an annotation on!",
+        ));
     };
-    if !exists {
-        return Err(ApiError::invalid(format!(
-            "Unable to find the entity of type {entity_type} with uuid {entity_id}"
+    let Some(entity_type) = p.raw("entitytype") else {
+        // `EntityType.valueOf(null)`.
+        return Err(runtime_error("Name is null"));
+    };
+    if !ANNOTATION_TYPES.contains(&entity_type) {
+        // `Preconditions.checkState`: an IllegalStateException, so 530 and not 431.
+        return Err(runtime_error(format!(
+            "'{entity_type}' is not a valid EntityType to put annotations on"
         )));
     }
     let id = w.fresh_id();
@@ -493,7 +568,7 @@ fn add_annotation(w: &mut World, p: &Params) -> Result<String, ApiError> {
         id,
         entity_type: entity_type.to_string(),
         entity_id: entity_id.to_string(),
-        annotation: text.to_string(),
+        annotation: p.raw("annotation").unwrap_or("").to_string(),
         admins_only: p.flag("adminsonly"),
         created: w.now,
         removed: false,
@@ -503,37 +578,47 @@ fn add_annotation(w: &mut World, p: &Params) -> Result<String, ApiError> {
     Ok(body)
 }
 
+/// `ListAnnotationsCmd.execute` and `AnnotationManagerImpl.getAnnotationsForApiCmd` for the
+/// root admin, whose annotations every one here is.
 fn list_annotations(w: &World, s: &Settings, p: &Params) -> Result<String, ApiError> {
     let page = paging(p, s.max_page_size)?;
-    let id = p.uuid("id", |v| w.annotations.iter().any(|a| a.id == v))?;
-    let entity_type = p.get("entitytype");
-    if let Some(t) = entity_type
-        && !ANNOTATION_TYPES.contains(&t)
-    {
-        return Err(ApiError::invalid(format!(
-            "\"{t}\" is not a valid entity type"
-        )));
+    let (id, entity_type, entity_id) = (p.raw("id"), p.raw("entitytype"), p.raw("entityid"));
+    let not_blank = |v: Option<&str>| v.is_some_and(|v| !v.trim().is_empty());
+    if not_blank(id) && not_blank(entity_type) {
+        return Err(ApiError::param(
+            "I can search for an annotation on an entity or for a specific annotation, not both",
+        ));
     }
-    if let Some(f) = p.get("annotationfilter")
-        && f != "self"
-        && f != "all"
-    {
-        return Err(ApiError::invalid(format!(
-            "Invalid annotationfilter {f}, supported values: self, all"
-        )));
+    if not_blank(id) && (entity_type.is_some() || entity_id.is_some()) {
+        return Err(ApiError::param(
+            "I will either search for a specific annotation or for annotations on an entity, not both",
+        ));
     }
-    let (entity_id, keyword) = (p.get("entityid"), p.get("keyword"));
-    // Newest first; every annotation here is the caller's, so `self` and `all` agree.
-    let mut matches: Vec<(usize, &SimAnnotation)> = w
-        .annotations
-        .iter()
-        .enumerate()
-        .filter(|(_, a)| !a.removed)
-        .filter(|(_, a)| id.is_none_or(|v| a.id == v))
-        .filter(|(_, a)| entity_type.is_none_or(|t| a.entity_type == t))
-        .filter(|(_, a)| entity_id.is_none_or(|e| a.entity_id == e))
-        .filter(|(_, a)| keyword.is_none_or(|k| like_contains(&a.annotation, k)))
-        .collect();
+    let filter = p.get("annotationfilter").unwrap_or("all");
+    let keyword = p.get("keyword").filter(|k| !k.trim().is_empty());
+    let caller = w.admin_user_id.as_str();
+    let mut matches: Vec<(usize, &SimAnnotation)> = if let Some(id) = id {
+        // `getSingleAnnotationListByUuid`: only when `userid` is the creator's and the
+        // annotation is admins-only (the caller is an admin); `keyword` is ignored here.
+        w.annotations
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| !a.removed && a.id == id)
+            .filter(|(_, a)| p.get("userid") == Some(caller) && a.admins_only)
+            .filter(|_| filter == "all" || filter.eq_ignore_ascii_case("self"))
+            .collect()
+    } else {
+        w.annotations
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| !a.removed)
+            // A plain string comparison: an unknown type matches nothing.
+            .filter(|(_, a)| entity_type.is_none_or(|t| t.is_empty() || a.entity_type == t))
+            .filter(|(_, a)| entity_id.is_none_or(|e| a.entity_id == e))
+            .filter(|(_, a)| keyword.is_none_or(|k| like_contains(&a.annotation, k)))
+            .collect()
+    };
+    // Newest first.
     matches.sort_by(|a, b| b.1.created.cmp(&a.1.created).then(b.0.cmp(&a.0)));
     let items: Vec<Value> = matches
         .into_iter()
@@ -548,16 +633,23 @@ fn list_annotations(w: &World, s: &Settings, p: &Params) -> Result<String, ApiEr
     ))
 }
 
+/// `AnnotationManagerImpl.removeAnnotation`: `findByUuid` skips removed rows, and building
+/// the refusal for a missing one dereferences it: a NullPointerException, which `ApiServer`
+/// answers with 530 / 9999 and (Java 17's helpful message) this text.
 fn remove_annotation(w: &mut World, p: &Params) -> Result<String, ApiError> {
     let id = p.required("id")?;
     let Some(a) = w.annotations.iter_mut().find(|a| a.id == id && !a.removed) else {
-        return Err(p.unknown_uuid("id", id));
+        return Err(runtime_error(
+            "Cannot invoke \"org.apache.cloudstack.annotation.AnnotationVO.getEntityType()\" because \"annotation\" is null",
+        ));
     };
     a.removed = true;
-    let a = a.clone();
+    // The answer shows the annotation as it was before removal.
+    let mut shown = a.clone();
+    shown.removed = false;
     Ok(object_body(
         &p.command,
         "annotation",
-        &annotation_json(w, &a),
+        &annotation_json(w, &shown),
     ))
 }

@@ -6,6 +6,7 @@
 //! optional latency. Request signing and HTTP belong to the wrapper, not here.
 
 mod commands;
+mod params;
 mod query;
 mod render;
 mod world;
@@ -170,9 +171,11 @@ impl Sim {
         COMMANDS.contains(&command)
     }
 
-    /// Answers one API call as the management server would, after authentication. Parameter
-    /// names are matched case-insensitively (the server lower-cases them); the first value
-    /// of a name wins; authentication parameters are ignored.
+    /// Answers one API call as the management server would, after authentication: the
+    /// values are checked for control characters and the command's declared parameters for
+    /// presence, emptiness, type and length, then the command runs. Parameter names are
+    /// matched case-insensitively (the server lower-cases them); the first value of a name
+    /// wins; authentication parameters are ignored by the commands.
     pub fn handle(&self, command: &str, params: &BTreeMap<String, String>) -> RawResponse {
         let mut normalized: BTreeMap<String, String> = BTreeMap::new();
         for (name, value) in params {
@@ -186,6 +189,20 @@ impl Sim {
             command: command.to_string(),
             params: normalized.clone(),
         });
+        // What the server refuses before the command runs (see `params`).
+        let checked = params::check_characters(params)
+            .and_then(|()| params::check_declared(command, &normalized));
+        if let Err(err) = checked {
+            let key = if Sim::knows(command) {
+                response_key(command)
+            } else {
+                "errorresponse".to_string()
+            };
+            return RawResponse {
+                status: err.code,
+                body: error_body(&key, &err),
+            };
+        }
         if let Some(fault) = inner.faults.get_mut(command).and_then(VecDeque::pop_front) {
             return fault;
         }

@@ -69,12 +69,18 @@ impl<'a> Params<'a> {
         }
     }
 
-    /// A parameter's value; empty values count as absent, as the server skips them.
+    /// A filter's value; an empty one counts as absent. Where the server gives an empty value
+    /// a meaning of its own (a UUID, a page size), the accessors below use [`Params::raw`].
     pub fn get(&self, name: &str) -> Option<&'a str> {
         self.map
             .get(name)
             .map(String::as_str)
             .filter(|v| !v.is_empty())
+    }
+
+    /// The value as sent, empty included.
+    pub fn raw(&self, name: &str) -> Option<&'a str> {
+        self.map.get(name).map(String::as_str)
     }
 
     pub fn required(&self, name: &str) -> Result<&'a str, ApiError> {
@@ -124,12 +130,14 @@ impl<'a> Params<'a> {
 
     /// A uuid parameter that must name an entity (removed ones included, as the server's
     /// lookup is `findByUuidIncludingRemoved`).
+    /// An empty value is looked up like any other and resolves to nothing
+    /// (`translateUuidToInternalId` for parameters older than 3.x, which all used here are).
     pub fn uuid(
         &self,
         name: &str,
         exists: impl Fn(&str) -> bool,
     ) -> Result<Option<&'a str>, ApiError> {
-        match self.get(name) {
+        match self.raw(name) {
             Some(v) if !exists(v) => Err(self.unknown_uuid(name, v)),
             other => Ok(other),
         }
@@ -178,6 +186,11 @@ impl Page {
 /// `page`/`pagesize` as `ParamProcessWorker` and `BaseListCmd` check them. `max` is
 /// `default.page.size` (`None` for -1, no maximum).
 pub fn paging(p: &Params, max: Option<u32>) -> Result<Page, ApiError> {
+    // `validateSpecificParameters` parses `pagesize` with `Long.valueOf` even when
+    // `ParamProcessWorker` skipped an empty INTEGER.
+    if p.raw("pagesize") == Some("") {
+        return Err(ApiError::param("For input string: \"\""));
+    }
     let page = p.number("page")?;
     let size = p.number("pagesize")?;
     match (page, size) {
@@ -212,8 +225,8 @@ pub fn paging(p: &Params, max: Option<u32>) -> Result<Page, ApiError> {
         None => max.map(|m| m as usize),
     };
     let offset = match (page, limit) {
-        (Some(pg), _) if pg < 1 => return Err(p.bad_value("page", &pg.to_string())),
-        (Some(pg), Some(l)) => (pg as usize - 1) * l,
+        // `BaseListCmd.getStartIndex`: a page of 0 or less is the first page.
+        (Some(pg), Some(l)) if pg > 1 => (pg as usize - 1) * l,
         _ => 0,
     };
     Ok(Page { offset, limit })

@@ -298,7 +298,11 @@ pub fn annotation_json(w: &World, a: &SimAnnotation) -> Value {
     put(&mut m, "entitytype", a.entity_type.as_str());
     put(&mut m, "entityid", a.entity_id.as_str());
     let name = match a.entity_type.as_str() {
-        "KUBERNETES_CLUSTER" => w.cluster(&a.entity_id).map(|c| c.name.clone()),
+        // `kubernetesClusterDao.findByUuid` skips removed clusters.
+        "KUBERNETES_CLUSTER" => w
+            .cluster(&a.entity_id)
+            .filter(|c| !c.removed)
+            .map(|c| c.name.clone()),
         "VM" => w.vm(&a.entity_id).map(|v| v.name.clone()),
         _ => None,
     };

@@ -478,7 +478,35 @@ fn generate_alert_checks_names_and_lengths() {
     assert_eq!(status, 431);
     assert_eq!(
         v["generatealertresponse"]["errortext"],
-        "Value greater than max allowed length 999 for param: description"
+        "Unable to execute API command generatealert due to invalid value. Value greater than max allowed length 999 for param: description"
+    );
+    assert_eq!(v["generatealertresponse"]["cserrorcode"], 9999);
+    // 999 UTF-16 units: an emoji counts two.
+    let units = format!("{}😀", "x".repeat(997));
+    let (status, _) = call(
+        &sim,
+        "generateAlert",
+        &[("type", "1001"), ("name", "n"), ("description", &units)],
+    );
+    assert_eq!(status, 200);
+    let over = format!("{}😀", "x".repeat(998));
+    let (status, _) = call(
+        &sim,
+        "generateAlert",
+        &[("type", "1001"), ("name", "n"), ("description", &over)],
+    );
+    assert_eq!(status, 431);
+    // An empty required value.
+    let (status, v) = call(
+        &sim,
+        "generateAlert",
+        &[("type", "1001"), ("name", ""), ("description", "d")],
+    );
+    assert_eq!(status, 431);
+    assert_eq!(v["generatealertresponse"]["cserrorcode"], 4350);
+    assert_eq!(
+        v["generatealertresponse"]["errortext"],
+        "Invalid value provided for API arg: name"
     );
     let (status, v) = call(
         &sim,
@@ -606,10 +634,19 @@ fn annotations_round_trip_on_clusters() {
     );
     let r = raw(&sim, "listAnnotations", &[("entityid", &c)]);
     assert_eq!(r.body, r#"{"listannotationsresponse":{}}"#);
-    let (status, _) = call(&sim, "removeAnnotation", &[("id", &id)]);
-    assert_eq!(status, 431);
+    // Removing it again: the NullPointerException of `removeAnnotation`.
+    let (status, v) = call(&sim, "removeAnnotation", &[("id", &id)]);
+    assert_eq!(status, 530);
+    assert_eq!(v["removeannotationresponse"]["cserrorcode"], 9999);
+    assert_eq!(
+        v["removeannotationresponse"]["errortext"],
+        "Cannot invoke \"org.apache.cloudstack.annotation.AnnotationVO.getEntityType()\" because \"annotation\" is null"
+    );
+    let (status, _) = call(&sim, "removeAnnotation", &[("id", "never-existed")]);
+    assert_eq!(status, 530);
 
-    let (status, _) = call(
+    // The root admin's annotation is stored without looking the entity up.
+    let (status, v) = call(
         &sim,
         "addAnnotation",
         &[
@@ -618,8 +655,13 @@ fn annotations_round_trip_on_clusters() {
             ("annotation", "a"),
         ],
     );
-    assert_eq!(status, 431);
-    let (status, _) = call(
+    assert_eq!(status, 200, "{v}");
+    assert!(
+        v["addannotationresponse"]["annotation"]
+            .get("entityname")
+            .is_none()
+    );
+    let (status, v) = call(
         &sim,
         "addAnnotation",
         &[
@@ -628,7 +670,148 @@ fn annotations_round_trip_on_clusters() {
             ("annotation", "a"),
         ],
     );
-    assert_eq!(status, 431, "entity types are case-sensitive");
+    assert_eq!(status, 530, "entity types are case-sensitive");
+    assert_eq!(
+        v["addannotationresponse"]["errortext"],
+        "'kubernetes_cluster' is not a valid EntityType to put annotations on"
+    );
+    let (status, v) = call(&sim, "addAnnotation", &[("entitytype", "VM")]);
+    assert_eq!(status, 530);
+    assert_eq!(
+        v["addannotationresponse"]["errortext"],
+        "I have to have an entity to set an annotation on!"
+    );
+    let (_, v) = call(&sim, "addAnnotation", &[("entityid", &c)]);
+    assert_eq!(v["addannotationresponse"]["errortext"], "Name is null");
+    // 255 UTF-16 units at most.
+    let long = format!("{}😀", "a".repeat(254));
+    let (status, v) = call(
+        &sim,
+        "addAnnotation",
+        &[
+            ("entitytype", "KUBERNETES_CLUSTER"),
+            ("entityid", &c),
+            ("annotation", &long),
+        ],
+    );
+    assert_eq!(status, 431);
+    assert_eq!(
+        v["addannotationresponse"]["errortext"],
+        "Unable to execute API command addannotation due to invalid value. Value greater than max allowed length 255 for param: annotation"
+    );
+
+    // `listAnnotations id=` answers only with the creator's `userid`.
+    let (_, v) = call(
+        &sim,
+        "addAnnotation",
+        &[
+            ("entitytype", "KUBERNETES_CLUSTER"),
+            ("entityid", &c),
+            ("annotation", "kept"),
+            ("adminsonly", "true"),
+        ],
+    );
+    let kept = v["addannotationresponse"]["annotation"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (_, v) = call(&sim, "listAnnotations", &[("id", &kept)]);
+    assert_eq!(v["listannotationsresponse"].get("count"), None);
+    let user = sim.with_world(|w| w.admin_user_id.clone());
+    let (_, v) = call(&sim, "listAnnotations", &[("id", &kept), ("userid", &user)]);
+    assert_eq!(v["listannotationsresponse"]["count"], 1);
+    let (status, _) = call(&sim, "listAnnotations", &[("id", &kept), ("entityid", &c)]);
+    assert_eq!(status, 431);
+    // An unknown entity type is no error for the root admin; it matches nothing.
+    let (status, v) = call(&sim, "listAnnotations", &[("entitytype", "NOPE")]);
+    assert_eq!(status, 200);
+    assert_eq!(v["listannotationsresponse"].get("count"), None);
+
+    // Destroying the cluster removes its annotations.
+    sim.with_world(|w| w.destroy_cluster(&c));
+    let (_, v) = call(
+        &sim,
+        "listAnnotations",
+        &[("entitytype", "KUBERNETES_CLUSTER"), ("entityid", &c)],
+    );
+    assert_eq!(v["listannotationsresponse"].get("count"), None, "{v}");
+}
+
+#[test]
+fn values_are_checked_before_the_command_runs() {
+    let sim = Sim::new(world());
+    // Control characters in any value, LF and CR excepted.
+    let (status, v) = call(&sim, "listAlerts", &[("keyword", "a\tb")]);
+    assert_eq!(status, 431);
+    assert_eq!(
+        v["listalertsresponse"]["errortext"],
+        "Received value containing illegal ASCII non-printable characters for parameter keyword"
+    );
+    let (status, _) = call(&sim, "listAlerts", &[("keyword", "a\nb")]);
+    assert_eq!(status, 200);
+    // `keyword` is 255 units at most.
+    let (status, v) = call(&sim, "listAlerts", &[("keyword", &"k".repeat(256))]);
+    assert_eq!(status, 431);
+    assert_eq!(
+        v["listalertsresponse"]["errortext"],
+        "Unable to execute API command listalerts due to invalid value. Value greater than max allowed length 255 for param: keyword"
+    );
+    // An empty UUID is looked up, not skipped.
+    let (status, v) = call(&sim, "listVirtualMachines", &[("id", "")]);
+    assert_eq!(status, 431);
+    assert!(
+        v["listvirtualmachinesresponse"]["errortext"]
+            .as_str()
+            .unwrap()
+            .contains("Invalid parameter id value= due to incorrect long value format")
+    );
+    // `details` values are VMDetails names.
+    let (status, v) = call(&sim, "listVirtualMachines", &[("details", "min,Nics")]);
+    assert_eq!(status, 431);
+    assert_eq!(
+        v["listvirtualmachinesresponse"]["errortext"],
+        "The details parameter contains a non permitted value. The allowed values are [all, group, nics, stats, secgrp, tmpl, servoff, diskoff, backoff, iso, volume, min, affgrp, vnfnics]"
+    );
+    assert_eq!(
+        call(&sim, "listVirtualMachines", &[("details", "min")]).0,
+        200
+    );
+    // Paging: page 0 is the first page; an empty page size is refused.
+    assert_eq!(
+        call(&sim, "listNetworks", &[("page", "0"), ("pagesize", "10")]).0,
+        200
+    );
+    let (status, v) = call(&sim, "listNetworks", &[("page", "1"), ("pagesize", "")]);
+    assert_eq!(status, 431);
+    assert_eq!(
+        v["listnetworksresponse"]["errortext"],
+        "For input string: \"\""
+    );
+}
+
+#[test]
+fn an_alert_with_a_four_byte_character_is_not_stored() {
+    let sim = Sim::new(world());
+    let (status, v) = call(
+        &sim,
+        "generateAlert",
+        &[
+            ("type", "1001"),
+            ("name", "n"),
+            ("description", "rocket 🚀"),
+        ],
+    );
+    assert_eq!(status, 200, "{v}");
+    let job = v["generatealertresponse"]["jobid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (_, v) = call(&sim, "queryAsyncJobResult", &[("jobid", &job)]);
+    assert_eq!(
+        v["queryasyncjobresultresponse"]["jobstatus"], 1,
+        "the job succeeds"
+    );
+    sim.with_world(|w| assert!(w.alerts.is_empty()));
 }
 
 #[test]

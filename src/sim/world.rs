@@ -586,11 +586,18 @@ impl World {
         self.cluster_mut(cluster_id).state = state.to_string();
     }
 
-    /// Destroys a cluster: state Destroyed and removed, so it is never listed again.
+    /// Destroys a cluster: state Destroyed and removed, so it is never listed again, and its
+    /// annotations removed with it (`KubernetesClusterDestroyWorker`:
+    /// `annotationDao.removeByEntityType("KUBERNETES_CLUSTER", uuid)`).
     pub fn destroy_cluster(&mut self, cluster_id: &str) {
         let c = self.cluster_mut(cluster_id);
         c.state = "Destroyed".to_string();
         c.removed = true;
+        for a in &mut self.annotations {
+            if a.entity_type == "KUBERNETES_CLUSTER" && a.entity_id == cluster_id {
+                a.removed = true;
+            }
+        }
     }
 
     /// Moves the simulated clock forward.

@@ -1,0 +1,387 @@
+//! What a real CloudStack refuses, end to end with the default notification settings: texts
+//! that fit every parameter, alerts and annotations that operators (or a cluster's
+//! destruction) took away first, refusals that end an item without holding others back, and
+//! nothing sent while the state file cannot be written.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use cks_drift::sim::SimAlert;
+use cks_drift::wording::{alert_marker, annotation_marker};
+
+use crate::support::cloud::{Run, TestCloud, mismatches, one_cluster, world_now};
+
+fn active_alerts(cloud: &TestCloud) -> Vec<SimAlert> {
+    cloud
+        .sim()
+        .with_world(|w| w.active_alerts().into_iter().cloned().collect())
+}
+
+/// `(entity id, text)` of every annotation not removed.
+fn annotations(cloud: &TestCloud) -> Vec<(String, String)> {
+    cloud.sim().with_world(|w| {
+        w.annotations
+            .iter()
+            .filter(|a| !a.removed)
+            .map(|a| (a.entity_id.clone(), a.annotation.clone()))
+            .collect()
+    })
+}
+
+fn outbox(cloud: &TestCloud) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(cloud.state_path()).unwrap();
+    let state: serde_json::Value = serde_json::from_str(&text).unwrap();
+    state["outbox"].as_array().unwrap().clone()
+}
+
+fn unmap_last_worker(cloud: &TestCloud, id: &str) -> String {
+    let worker = cloud.map(id).last().unwrap().clone();
+    cloud
+        .sim()
+        .with_world(|w| assert!(w.remove_map_row(id, &worker)));
+    worker
+}
+
+/// The lines of a run's log at a level.
+fn log_lines<'a>(run: &'a Run, level: &str) -> Vec<&'a str> {
+    run.stderr
+        .lines()
+        .filter(|l| l.split_whitespace().nth(1) == Some(level))
+        .collect()
+}
+
+fn assert_delivered_cleanly(cloud: &TestCloud, run: &Run) {
+    assert!(
+        !run.stderr.contains("not delivered") && !run.stderr.contains("refused"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(outbox(cloud), Vec::<serde_json::Value>::new());
+}
+
+/// A cluster name of 255 UTF-16 units (CloudStack's default parameter length) with
+/// characters outside the Basic Multilingual Plane.
+fn long_cluster_name() -> String {
+    let mut name = String::from("Équipe données ");
+    while name.encode_utf16().count() + 2 <= 255 {
+        name.push('🚀');
+    }
+    while name.encode_utf16().count() < 255 {
+        name.push('x');
+    }
+    name
+}
+
+/// A node name of 253 characters, the longest DNS name.
+fn long_node_name() -> String {
+    format!(
+        "{}.{}.{}.{}",
+        "n".repeat(63),
+        "o".repeat(63),
+        "d".repeat(63),
+        "e".repeat(61)
+    )
+}
+
+#[tokio::test]
+async fn every_upstream_finding_gets_its_alert_and_annotation_with_the_default_config() {
+    let mut world = world_now();
+    let owner = world.admin();
+    let unmapped = world.add_cluster("scenario-2", owner.clone(), 1, 2, 0);
+    let destroyed = world.add_cluster("scenario-3", owner.clone(), 1, 2, 0);
+    let not_a_node = world.add_cluster("scenario-4", owner.clone(), 1, 2, 0);
+    let long = world.add_cluster(&long_cluster_name(), owner, 1, 2, 0);
+    let mut cloud = TestCloud::start(world).await;
+    for id in [&unmapped, &destroyed, &not_a_node, &long] {
+        cloud.control_node(id).await;
+    }
+    // Scenario 2: a worker's map row deleted.
+    unmap_last_worker(&cloud, &unmapped);
+    // Scenario 3 as the API shows it: mapped VMs Destroyed and Expunging.
+    let map = cloud.map(&destroyed);
+    cloud.sim().with_world(|w| {
+        w.set_vm_state(&map[1], "Destroyed");
+        w.set_vm_state(&map[2], "Expunging");
+    });
+    // Scenario 4: kubelet stopped and the node deleted.
+    let names: Vec<String> = cloud
+        .map(&not_a_node)
+        .iter()
+        .map(|v| cloud.sim().with_world(|w| w.vm(v).unwrap().name.clone()))
+        .collect();
+    cloud
+        .node(&not_a_node)
+        .kube
+        .set_nodes(&[&names[0], &names[1]]);
+    // A node with the longest name a node can have, in the cluster with the longest name.
+    let mut nodes: Vec<String> = cloud
+        .map(&long)
+        .iter()
+        .map(|v| {
+            cloud
+                .sim()
+                .with_world(|w| w.vm(v).unwrap().name.to_lowercase())
+        })
+        .collect();
+    nodes.push(long_node_name());
+    let refs: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    cloud.node(&long).kube.set_nodes(&refs);
+
+    let (run, report) = cloud.check_json(&[]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    let found = mismatches(&report);
+    assert_eq!(found.len(), 5, "{found:?}");
+    assert_delivered_cleanly(&cloud, &run);
+    assert_eq!(active_alerts(&cloud).len(), 5);
+    assert_eq!(annotations(&cloud).len(), 5);
+
+    // Scenario 3's gone VM, seen mapped in the cycle before: expunged now.
+    let gone = cloud.map(&not_a_node)[1].clone();
+    cloud.sim().with_world(|w| w.expunge_vm(&gone));
+    let (run, report) = cloud.check_json(&[]).await;
+    assert_delivered_cleanly(&cloud, &run);
+    let found: Vec<(String, String)> = report["mismatches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["cluster_id"].as_str().unwrap().to_string(),
+                m["key"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(found.contains(&(not_a_node.clone(), format!("mapped_vm:{gone}"))));
+    let alerts = active_alerts(&cloud);
+    let notes = annotations(&cloud);
+    assert_eq!(alerts.len(), found.len(), "{alerts:#?}");
+    assert_eq!(notes.len(), found.len(), "{notes:#?}");
+    for (cluster_id, key) in &found {
+        let alert = alerts
+            .iter()
+            .filter(|a| a.description.ends_with(&alert_marker(cluster_id, key)))
+            .count();
+        assert_eq!(alert, 1, "one alert for {key}: {alerts:#?}");
+        let note = notes
+            .iter()
+            .filter(|(e, t)| e == cluster_id && t.ends_with(&annotation_marker(key)))
+            .count();
+        assert_eq!(note, 1, "one annotation for {key}: {notes:#?}");
+    }
+    // The long node is named in its annotation (cut), and whole in its alert.
+    let node = long_node_name();
+    let (_, note) = notes.iter().find(|(e, _)| e == &long).unwrap();
+    assert!(note.contains(&node[..100]), "{note}");
+    assert!(alerts.iter().any(|a| a.description.contains(&node)));
+}
+
+#[tokio::test]
+async fn an_alert_archived_by_hand_is_done_and_a_finding_that_comes_back_is_alerted_again() {
+    let (cloud, id) = one_cluster().await;
+    let worker = unmap_last_worker(&cloud, &id);
+    cloud.check_json(&[]).await;
+    assert_eq!(active_alerts(&cloud).len(), 1);
+    // An operator archives it in the UI.
+    cloud
+        .sim()
+        .with_world(|w| w.alerts.iter_mut().for_each(|a| a.archived = true));
+    // Resolved: archiving it again is refused with 530, which means it is done.
+    cloud.sim().with_world(|w| w.add_map_row(&id, &worker));
+    let (run, report) = cloud.check_json(&[]).await;
+    assert_eq!(mismatches(&report), vec![]);
+    assert_delivered_cleanly(&cloud, &run);
+    assert_eq!(cloud.sim().call_count("archiveAlerts"), 1);
+    // Back again: one new alert.
+    unmap_last_worker(&cloud, &id);
+    let (run, _) = cloud.check_json(&[]).await;
+    assert_delivered_cleanly(&cloud, &run);
+    assert_eq!(active_alerts(&cloud).len(), 1);
+    assert_eq!(cloud.sim().call_count("generateAlert"), 2);
+}
+
+#[tokio::test]
+async fn a_cluster_deleted_with_open_findings_ends_its_items() {
+    let mut world = world_now();
+    let owner = world.admin();
+    let web = world.add_cluster("web", owner.clone(), 1, 2, 0);
+    let db = world.add_cluster("db", owner, 1, 1, 0);
+    let mut cloud = TestCloud::start(world).await;
+    cloud.control_node(&web).await;
+    cloud.control_node(&db).await;
+    unmap_last_worker(&cloud, &web);
+    let names: Vec<String> = cloud
+        .map(&web)
+        .iter()
+        .map(|v| {
+            cloud
+                .sim()
+                .with_world(|w| w.vm(v).unwrap().name.to_lowercase())
+        })
+        .collect();
+    cloud
+        .node(&web)
+        .kube
+        .set_nodes(&[&names[0], &names[1], "stray"]);
+    let (run, report) = cloud.check_json(&[]).await;
+    assert_eq!(mismatches(&report).len(), 2, "{report}");
+    assert_delivered_cleanly(&cloud, &run);
+    assert_eq!(annotations(&cloud).len(), 2);
+    // One of its alerts archived by hand, then the cluster destroyed: CloudStack removes
+    // its annotations with it.
+    cloud.sim().with_world(|w| {
+        w.alerts[0].archived = true;
+        w.destroy_cluster(&web);
+    });
+    assert_eq!(annotations(&cloud), vec![]);
+    let (run, _) = cloud.check_json(&[]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_delivered_cleanly(&cloud, &run);
+    assert_eq!(active_alerts(&cloud), vec![]);
+    let text = std::fs::read_to_string(cloud.state_path()).unwrap();
+    let state: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(state["alerts"], serde_json::json!({}));
+    assert_eq!(state["annotations"], serde_json::json!({}));
+    assert!(state["clusters"].get(&web).is_none());
+    // Nothing is tried again.
+    let removals = cloud.sim().call_count("removeAnnotation");
+    cloud.check_json(&[]).await;
+    assert_eq!(cloud.sim().call_count("removeAnnotation"), removals);
+}
+
+#[tokio::test]
+async fn a_refused_annotation_ends_with_one_error_and_the_alert_still_goes_out() {
+    let (cloud, id) = one_cluster().await;
+    let worker = unmap_last_worker(&cloud, &id);
+    let key = format!("unmapped_vm:{worker}");
+    let text = "Unable to execute API command addannotation due to invalid value. Value greater than max allowed length 255 for param: annotation";
+    cloud
+        .sim()
+        .fail_next_with_error("addAnnotation", 1, 431, text);
+    let (run, _) = cloud.check_json(&[]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    let errors = log_lines(&run, "ERROR");
+    assert_eq!(errors.len(), 1, "{}", run.stderr);
+    assert!(
+        errors[0].contains("CloudStack refused the notification for good")
+            && errors[0].contains("channel=\"annotation\"")
+            && errors[0].contains(&format!("cluster_id=\"{id}\""))
+            && errors[0].contains(&format!("key=\"{key}\""))
+            && errors[0].contains(text),
+        "{}",
+        errors[0]
+    );
+    assert_eq!(outbox(&cloud), Vec::<serde_json::Value>::new());
+    assert_eq!(active_alerts(&cloud).len(), 1);
+    assert_eq!(annotations(&cloud), vec![]);
+    // Ended for good: not tried again, and the finding resolves cleanly.
+    cloud.sim().with_world(|w| w.add_map_row(&id, &worker));
+    let (run, _) = cloud.check_json(&[]).await;
+    assert_delivered_cleanly(&cloud, &run);
+    assert_eq!(cloud.sim().call_count("addAnnotation"), 1);
+    assert_eq!(cloud.sim().call_count("removeAnnotation"), 0);
+    assert_eq!(active_alerts(&cloud), vec![]);
+}
+
+#[tokio::test]
+async fn a_failing_annotation_does_not_hold_back_the_alert_of_its_finding() {
+    let (cloud, id) = one_cluster().await;
+    unmap_last_worker(&cloud, &id);
+    cloud
+        .sim()
+        .fail_next_with_error("addAnnotation", 1, 530, "database is busy");
+    let (run, _) = cloud.check_json(&[]).await;
+    assert!(run.stderr.contains("not delivered"), "{}", run.stderr);
+    assert_eq!(active_alerts(&cloud).len(), 1);
+    let left = outbox(&cloud);
+    assert_eq!(left.len(), 1, "{left:#?}");
+    assert_eq!(left[0]["action"], "add_annotation");
+    let (run, _) = cloud.check_json(&[]).await;
+    assert_delivered_cleanly(&cloud, &run);
+    assert_eq!(annotations(&cloud).len(), 1);
+    assert_eq!(cloud.sim().call_count("generateAlert"), 1);
+}
+
+/// A small tmpfs mounted over a folder, unmounted on drop: a disk that can be filled.
+struct SmallDisk {
+    path: PathBuf,
+}
+
+impl SmallDisk {
+    fn mount(path: &Path) -> SmallDisk {
+        std::fs::create_dir_all(path).unwrap();
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+            .arg(path)
+            .status()
+            .expect("run mount");
+        assert!(status.success(), "mount tmpfs on {}", path.display());
+        SmallDisk {
+            path: path.to_path_buf(),
+        }
+    }
+
+    /// Fills the disk to the last byte.
+    fn fill(&self) {
+        let filler = self.path.join("filler");
+        let _ = Command::new("dd")
+            .args(["if=/dev/zero", "bs=4k"])
+            .arg(format!("of={}", filler.display()))
+            .output();
+    }
+
+    fn free(&self) {
+        std::fs::remove_file(self.path.join("filler")).unwrap();
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.path).status();
+    }
+}
+
+#[tokio::test]
+async fn a_full_disk_and_an_api_failure_send_nothing() {
+    let (mut cloud, id) = one_cluster().await;
+    let disk = SmallDisk::mount(cloud.state_path().parent().unwrap());
+    let events = cloud.dir.path().join("events.jsonl");
+    cloud.extra = format!("[notify]\nevent_log = \"{}\"\n", events.display());
+    unmap_last_worker(&cloud, &id);
+    // The first run decides and records the finding, but CloudStack is unwell: the alert
+    // and the annotation stay queued.
+    cloud
+        .sim()
+        .fail_next_with_error("generateAlert", 1, 530, "down");
+    cloud
+        .sim()
+        .fail_next_with_error("listAnnotations", 1, 530, "down");
+    cloud.check_json(&[]).await;
+    assert_eq!(outbox(&cloud).len(), 2);
+    let lines = std::fs::read_to_string(&events).unwrap().lines().count();
+    // Now the disk is full and the API fails the cycle: the queued items are not sent.
+    disk.fill();
+    cloud
+        .sim()
+        .fail_next_with_error("listKubernetesClusters", 1, 530, "down");
+    let run = cloud.check(&[]).await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("cannot write the state file; nothing is sent this cycle"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(cloud.sim().call_count("generateAlert"), 1);
+    assert_eq!(cloud.sim().call_count("addAnnotation"), 0);
+    assert_eq!(
+        std::fs::read_to_string(&events).unwrap().lines().count(),
+        lines
+    );
+    // Space again: everything goes out, once.
+    disk.free();
+    let (run, _) = cloud.check_json(&[]).await;
+    assert_delivered_cleanly(&cloud, &run);
+    assert_eq!(active_alerts(&cloud).len(), 1);
+    assert_eq!(annotations(&cloud).len(), 1);
+    assert_eq!(cloud.sim().call_count("generateAlert"), 2);
+}
