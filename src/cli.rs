@@ -2,20 +2,13 @@
 //! loads the config, builds the sources and calls the same cycle.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::cloudstack::client::Client;
 use crate::config::Config;
-use crate::cycle::CycleSettings;
-use crate::diff::Policy;
 use crate::engine::{Engine, Store};
-use crate::notify::DeliverySettings;
-use crate::remote::ssh::SshNodeLister;
+use crate::error_chain::error_chain;
 use crate::report::{self, exit};
-use crate::state::file::{StateError, StateFile};
-use crate::state::step::StepSettings;
 use crate::time::Timestamp;
 
 #[derive(Debug, Parser)]
@@ -116,46 +109,6 @@ fn fail(message: impl std::fmt::Display) -> i32 {
     exit::CANNOT_RUN
 }
 
-/// Opens (and locks) the state file named by the config; a corrupt file is moved aside with
-/// a warning.
-pub fn open_store(config: &Config) -> Result<Store, StateError> {
-    let (file, state, note) = StateFile::open(&config.state.path, Timestamp::now())?;
-    if let Some((moved, why)) = note.moved_aside {
-        tracing::warn!(path = %config.state.path.display(), moved_to = %moved.display(), reason = %why, "the state file could not be read; it was moved aside and checking starts afresh");
-    }
-    Ok(Store { file, state })
-}
-
-/// The engine for a config: the API client, the SSH node lister and the settings.
-pub fn build_engine(config: &Config, store: Option<Store>) -> Result<Engine, String> {
-    if config.cloudstack.insecure {
-        tracing::warn!(url = %config.cloudstack.url, "TLS certificate verification is off (cloudstack.insecure = true)");
-    }
-    let api = Client::new(&config.cloudstack).map_err(|e| error_chain(&e))?;
-    let lister = SshNodeLister::new(&config.ssh).map_err(|e| error_chain(&e))?;
-    Ok(Engine {
-        api: Arc::new(api),
-        lister: Arc::new(lister),
-        cycle: CycleSettings {
-            policy: Policy {
-                grace_period: config.check.grace_period,
-            },
-            concurrency: config.check.concurrency,
-            default_user: config.ssh.user.clone(),
-        },
-        step: StepSettings {
-            alerts: config.notify.alerts,
-            annotations: config.notify.annotations,
-            alert_cap: config.notify.alert_cap,
-        },
-        delivery: DeliverySettings {
-            event_log: config.notify.event_log.clone(),
-            alert_types: config.notify.alert_types.clone(),
-        },
-        store,
-    })
-}
-
 async fn check(path: &std::path::Path, format: Format, no_notify: bool) -> i32 {
     let config = match Config::load(path) {
         Ok(c) => c,
@@ -166,12 +119,12 @@ async fn check(path: &std::path::Path, format: Format, no_notify: bool) -> i32 {
     let store = if no_notify {
         None
     } else {
-        match open_store(&config) {
+        match Store::open(&config) {
             Ok(s) => Some(s),
             Err(e) => return fail(error_chain(&e)),
         }
     };
-    let mut engine = match build_engine(&config, store) {
+    let mut engine = match Engine::from_config(&config, store) {
         Ok(e) => e,
         Err(e) => return fail(e),
     };
@@ -195,16 +148,4 @@ async fn check(path: &std::path::Path, format: Format, no_notify: bool) -> i32 {
         return fail(error_chain(e));
     }
     report::exit_code(report)
-}
-
-/// An error with its causes, on one line: `a: b: c`.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }

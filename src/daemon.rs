@@ -17,9 +17,9 @@ use tokio::task::{JoinError, JoinHandle};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
-use crate::cli::{build_engine, error_chain, open_store};
 use crate::config::{Config, ConfigError};
-use crate::engine::{Engine, Tick};
+use crate::engine::{Engine, Store, Tick};
+use crate::error_chain::error_chain;
 use crate::metrics::{CycleOutcome, Metrics};
 use crate::state::file::StateError;
 use crate::time::Timestamp;
@@ -66,8 +66,8 @@ pub async fn run(config_path: &Path, shutdown: CancellationToken) -> Result<(), 
 
     // The state is locked before anything else: a second instance stops here, before it
     // could take the port or talk to CloudStack.
-    let store = open_store(&config)?;
-    let engine = build_engine(&config, Some(store)).map_err(DaemonError::Engine)?;
+    let store = Store::open(&config)?;
+    let engine = Engine::from_config(&config, Some(store)).map_err(DaemonError::Engine)?;
 
     let started = Instant::now();
     let metrics = Metrics::new(config.check.enabled);
@@ -318,9 +318,9 @@ impl Scheduler {
             Err(e) => {
                 // The engine, and the state file's lock with it, went down with the task.
                 error!(error = %e, "the cycle task failed; reopening the state file");
-                let store = open_store(&self.config)?;
+                let store = Store::open(&self.config)?;
                 let engine =
-                    build_engine(&self.config, Some(store)).map_err(DaemonError::Engine)?;
+                    Engine::from_config(&self.config, Some(store)).map_err(DaemonError::Engine)?;
                 self.shared.metrics.track_api_client(engine.api.clone());
                 self.reloaded = None;
                 self.idle = Some(engine);
@@ -385,7 +385,7 @@ impl Scheduler {
         if new.log.level != old.log.level || new.log.format != old.log.format {
             warn!("log.level and log.format take effect at the next restart");
         }
-        let engine = match build_engine(&new, None) {
+        let engine = match Engine::from_config(&new, None) {
             Ok(e) => e,
             Err(e) => {
                 error!(error = %e, "the new config is refused; the old one stays in force");

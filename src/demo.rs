@@ -13,11 +13,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use crate::cli::error_chain;
 use crate::cloudstack::client::{Client, ClientOptions};
 use crate::cycle::CycleSettings;
 use crate::diff::Policy;
 use crate::engine::{Engine, Store, Tick};
+use crate::error_chain::error_chain;
 use crate::notify::DeliverySettings;
 use crate::remote::{NodeListError, NodeListFuture, NodeLister, SshTarget};
 use crate::report;

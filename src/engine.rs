@@ -7,9 +7,13 @@ use std::sync::Arc;
 use tracing::error;
 
 use crate::cloudstack::client::Client;
+use crate::config::Config;
 use crate::cycle::{CycleError, CycleReport, CycleSettings, run_cycle};
+use crate::diff::Policy;
+use crate::error_chain::error_chain;
 use crate::notify::{DeliveryCounts, DeliverySettings, deliver};
 use crate::remote::NodeLister;
+use crate::remote::ssh::SshNodeLister;
 use crate::report::NewKeys;
 use crate::state::State;
 use crate::state::file::{StateError, StateFile};
@@ -21,6 +25,18 @@ use crate::time::Timestamp;
 pub struct Store {
     pub file: StateFile,
     pub state: State,
+}
+
+impl Store {
+    /// Opens (and locks) the state file named by the config; a corrupt file is moved aside
+    /// with a warning.
+    pub fn open(config: &Config) -> Result<Store, StateError> {
+        let (file, state, note) = StateFile::open(&config.state.path, Timestamp::now())?;
+        if let Some((moved, why)) = note.moved_aside {
+            tracing::warn!(path = %config.state.path.display(), moved_to = %moved.display(), reason = %why, "the state file could not be read; it was moved aside and checking starts afresh");
+        }
+        Ok(Store { file, state })
+    }
 }
 
 /// Everything a tick needs.
@@ -50,6 +66,37 @@ pub struct Tick {
 }
 
 impl Engine {
+    /// The engine for a config: the API client, the SSH node lister and the settings. The
+    /// one place where a configured engine is wired.
+    pub fn from_config(config: &Config, store: Option<Store>) -> Result<Engine, String> {
+        if config.cloudstack.insecure {
+            tracing::warn!(url = %config.cloudstack.url, "TLS certificate verification is off (cloudstack.insecure = true)");
+        }
+        let api = Client::new(&config.cloudstack).map_err(|e| error_chain(&e))?;
+        let lister = SshNodeLister::new(&config.ssh).map_err(|e| error_chain(&e))?;
+        Ok(Engine {
+            api: Arc::new(api),
+            lister: Arc::new(lister),
+            cycle: CycleSettings {
+                policy: Policy {
+                    grace_period: config.check.grace_period,
+                },
+                concurrency: config.check.concurrency,
+                default_user: config.ssh.user.clone(),
+            },
+            step: StepSettings {
+                alerts: config.notify.alerts,
+                annotations: config.notify.annotations,
+                alert_cap: config.notify.alert_cap,
+            },
+            delivery: DeliverySettings {
+                event_log: config.notify.event_log.clone(),
+                alert_types: config.notify.alert_types.clone(),
+            },
+            store,
+        })
+    }
+
     pub async fn tick(&mut self, now: Timestamp) -> Tick {
         let previous = self
             .store
@@ -85,7 +132,7 @@ impl Engine {
         // (recognised by their markers), it never forgets them; and while the state cannot be
         // written, nothing is sent that a crash would send again.
         if let Err(e) = store.file.save(&store.state) {
-            error!(error = %crate::cli::error_chain(&e), "cannot write the state file; nothing is sent this cycle");
+            error!(error = %error_chain(&e), "cannot write the state file; nothing is sent this cycle");
             tick.state_error = Some(e);
             return tick;
         }
@@ -97,7 +144,7 @@ impl Engine {
             deliver(&self.api, &self.delivery, &mut store.state, &mut save).await;
         tick.delivered = delivered;
         if let Some(e) = save_error {
-            error!(error = %crate::cli::error_chain(&e), "cannot write the state file after a delivery; nothing more is sent this cycle");
+            error!(error = %error_chain(&e), "cannot write the state file after a delivery; nothing more is sent this cycle");
             tick.state_error = Some(e);
         }
         tick.pending = store.state.outbox.len();

@@ -15,6 +15,7 @@ pub mod demo;
 pub mod diagnose;
 pub mod diff;
 pub mod engine;
+pub mod error_chain;
 pub mod logging;
 pub mod metrics;
 pub mod naming;

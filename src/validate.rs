@@ -162,7 +162,7 @@ fn file_errors(raw: &Raw<'_>) -> Vec<Finding> {
     if let Some(path) = raw.path("ssh.private_key")
         && let Err(e) = load_private_key(path)
     {
-        let text = crate::cli::error_chain(&e);
+        let text = crate::error_chain::error_chain(&e);
         let text = text.strip_prefix("ssh.private_key: ").unwrap_or(&text);
         out.push(Finding::error("ssh.private_key", text));
     }
@@ -454,7 +454,7 @@ pub async fn connect(config: &Config) -> Vec<Finding> {
     let lister = match SshNodeLister::new(&config.ssh) {
         Ok(l) => l,
         Err(e) => {
-            out.push(Finding::error("ssh", crate::cli::error_chain(&e)));
+            out.push(Finding::error("ssh", crate::error_chain::error_chain(&e)));
             return out;
         }
     };

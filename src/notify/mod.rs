@@ -98,14 +98,14 @@ pub async fn deliver<E>(
                     cluster_id,
                     key,
                     attempts = item.attempts + 1,
-                    error = %crate::cli::error_chain(&e),
+                    error = %crate::error_chain::error_chain(&e),
                     "CloudStack refused the notification for good; it is dropped and nothing else waits for it"
                 );
                 state.outbox.remove(i);
                 *counts.entry((channel, "refused")).or_default() += 1;
             }
             Err(e) => {
-                let message = crate::cli::error_chain(&e);
+                let message = crate::error_chain::error_chain(&e);
                 warn!(id = item.id, channel, attempts = item.attempts + 1, error = %message, "notification not delivered; it stays queued for the next cycle");
                 let queued = &mut state.outbox[i];
                 queued.attempts += 1;
