@@ -15,10 +15,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use cks_drift::cks::{endpoint_host, ssh_port};
 use cks_drift::cloudstack::client::Client;
 use cks_drift::cloudstack::model::{KubernetesCluster, VirtualMachine};
 use cks_drift::config::{CloudStackSettings, Secret};
-use cks_drift::cycle::{ClusterStatus, CycleSettings, endpoint_host, run_cycle, ssh_port};
+use cks_drift::cycle::{ClusterStatus, CycleSettings, run_cycle};
 use cks_drift::diff::Policy;
 use cks_drift::remote::{NodeListError, NodeListFuture, NodeLister, SshTarget};
 use cks_drift::sim::{ClusterSpec, NetworkLayout, Sim, SimOwner, World};

@@ -482,7 +482,7 @@ pub fn status_line(tick: &Tick, at: Timestamp) -> String {
 mod tests {
     use super::*;
     use crate::cycle::{ClusterOutcome, ClusterStatus, CycleError, CycleReport};
-    use crate::diff::{Mismatch, MismatchKind};
+    use crate::diff::{Mismatch, MismatchKind, Subject, VmRef};
 
     fn outcome(mismatches: usize) -> ClusterOutcome {
         ClusterOutcome {
@@ -496,11 +496,11 @@ mod tests {
             mismatches: (0..mismatches)
                 .map(|i| Mismatch {
                     kind: MismatchKind::UnmappedVm,
-                    vm_id: Some(format!("v{i}")),
-                    vm_name: None,
-                    vm_state: None,
-                    node: None,
-                    reason: "r".into(),
+                    subject: Subject::Vm(VmRef {
+                        id: format!("v{i}"),
+                        name: None,
+                        state: "Running".into(),
+                    }),
                 })
                 .collect(),
             mapped: vec![],

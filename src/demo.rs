@@ -120,7 +120,7 @@ fn vm_names(w: &World, cluster_id: &str) -> Vec<(String, String)> {
 
 fn endpoint_of(w: &World, cluster_id: &str) -> String {
     let endpoint = w.cluster(cluster_id).map(|c| c.endpoint.clone());
-    crate::cycle::endpoint_host(endpoint.as_deref()).unwrap_or_default()
+    crate::cks::endpoint_host(endpoint.as_deref()).unwrap_or_default()
 }
 
 impl Scenario {

@@ -82,43 +82,131 @@ pub enum Side {
     Nodes,
 }
 
-/// One mismatch in one cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A VM a finding is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VmRef {
+    pub id: String,
+    /// Its host name; unknown for a map row whose VM vanished before cks-drift saw it named.
+    pub name: Option<String>,
+    /// Its state as CloudStack names it, or, for a mapped VM the API no longer shows,
+    /// [`GONE_EXPUNGED`] or [`GONE_MISSING`].
+    pub state: String,
+}
+
+/// The state of a mapped VM whose row the API hides and whose probe found it removed.
+pub const GONE_EXPUNGED: &str = "Expunged";
+/// The state of a mapped VM whose row the API hides and whose id never existed.
+pub const GONE_MISSING: &str = "Missing";
+
+/// What a finding is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject {
+    Vm(VmRef),
+    /// A Kubernetes node, by its (lowercased) name.
+    Node(String),
+    /// The count of map rows the API shows, against the count the cluster should have.
+    MapRows {
+        shown: u32,
+        expected: u32,
+    },
+}
+
+/// One mismatch in one cluster: its kind and what it is about. Its wording for people is
+/// written in `wording`, once.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mismatch {
     pub kind: MismatchKind,
-    pub vm_id: Option<String>,
-    pub vm_name: Option<String>,
-    pub vm_state: Option<String>,
-    pub node: Option<String>,
-    /// One line for a person.
-    pub reason: String,
+    pub subject: Subject,
 }
 
 impl Mismatch {
     /// The dedupe key: stable while the same thing stays wrong. A mapped VM keeps its key as
     /// it goes from Destroyed to Expunging to gone.
-    pub fn key(&self) -> String {
-        let subject = match self.kind {
-            MismatchKind::NodeWithoutVm => self.node.clone().unwrap_or_default(),
-            MismatchKind::MapCount => self.vm_state.clone().unwrap_or_default(),
-            _ => self.vm_id.clone().unwrap_or_default(),
+    pub fn key(&self) -> FindingKey {
+        let subject = match &self.subject {
+            Subject::Vm(vm) => vm.id.clone(),
+            Subject::Node(node) => node.clone(),
+            Subject::MapRows { shown, expected } => format!("{shown}/{expected}"),
         };
-        format!("{}:{subject}", self.kind.as_str())
+        FindingKey {
+            kind: self.kind,
+            subject,
+        }
     }
 
     pub fn side(&self) -> Side {
         self.kind.side()
     }
 
-    fn vm(kind: MismatchKind, vm: &Vm, reason: String) -> Self {
+    /// The VM it is about, if any.
+    pub fn vm(&self) -> Option<&VmRef> {
+        match &self.subject {
+            Subject::Vm(vm) => Some(vm),
+            _ => None,
+        }
+    }
+
+    /// The node it is about, if any.
+    pub fn node(&self) -> Option<&str> {
+        match &self.subject {
+            Subject::Node(node) => Some(node),
+            _ => None,
+        }
+    }
+
+    fn vm_finding(kind: MismatchKind, vm: &Vm) -> Self {
         Mismatch {
             kind,
-            vm_id: Some(vm.id.clone()),
-            vm_name: Some(vm.name.clone()),
-            vm_state: Some(vm.state.as_str().to_string()),
-            node: None,
-            reason,
+            subject: Subject::Vm(VmRef {
+                id: vm.id.clone(),
+                name: Some(vm.name.clone()),
+                state: vm.state.as_str().to_string(),
+            }),
         }
+    }
+}
+
+/// The key of a finding: its kind and its subject (a VM id, a node name, or
+/// `<shown>/<expected>` for a count). Its one string form, `<kind>:<subject>`, is for the
+/// state file and the markers; it orders as that string does.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FindingKey {
+    pub kind: MismatchKind,
+    pub subject: String,
+}
+
+impl FindingKey {
+    pub fn new(kind: MismatchKind, subject: impl Into<String>) -> Self {
+        FindingKey {
+            kind,
+            subject: subject.into(),
+        }
+    }
+
+    /// Reads the string form; `None` for anything else (a summary alert's key, say).
+    pub fn parse(s: &str) -> Option<FindingKey> {
+        let (kind, subject) = s.split_once(':')?;
+        let kind = MismatchKind::ALL.into_iter().find(|k| k.as_str() == kind)?;
+        Some(FindingKey::new(kind, subject))
+    }
+}
+
+impl std::fmt::Display for FindingKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.kind.as_str(), self.subject)
+    }
+}
+
+impl Ord for FindingKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        // No kind's name is a prefix of another's, so this is the order of the string form.
+        (self.kind.as_str(), &self.subject).cmp(&(other.kind.as_str(), &other.subject))
+    }
+}
+
+impl PartialOrd for FindingKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
     }
 }
 
@@ -129,7 +217,6 @@ fn host_label(name: &str) -> String {
 
 /// Compares the three views of one cluster. The result is sorted by kind, then subject.
 pub fn diff(snap: &ClusterSnapshot, policy: &Policy, now: Timestamp) -> Vec<Mismatch> {
-    let cluster = &snap.cluster.name;
     let cutoff = now.minus(policy.grace_period);
     let mut out = Vec::new();
 
@@ -143,37 +230,23 @@ pub fn diff(snap: &ClusterSnapshot, policy: &Policy, now: Timestamp) -> Vec<Mism
     let mapped_ids: HashSet<&str> = mapped.iter().map(|vm| vm.id.as_str()).collect();
 
     for vm in &mapped {
-        let what = match vm.state {
-            VmState::Destroyed => "is destroyed",
-            VmState::Expunging => "has been or is being expunged",
-            VmState::Error => "is in Error state",
-            _ => continue,
-        };
-        let reason = format!(
-            "VM {} ({}) is one of the VMs of Kubernetes cluster {cluster} in CloudStack, but {what}",
-            vm.name, vm.id
-        );
-        out.push(Mismatch::vm(MismatchKind::MappedVm, vm, reason));
+        if vm.state.is_dead() {
+            out.push(Mismatch::vm_finding(MismatchKind::MappedVm, vm));
+        }
     }
 
     for gone in &snap.vanished {
-        let (state, what) = match gone.how {
-            VanishedHow::Expunged => ("Expunged", "has been expunged or unmanaged"),
-            VanishedHow::DoesNotExist => ("Missing", "does not exist"),
-        };
-        let subject = match &gone.name {
-            Some(name) => format!("VM {name} ({})", gone.id),
-            None => format!("VM with ID {}", gone.id),
+        let state = match gone.how {
+            VanishedHow::Expunged => GONE_EXPUNGED,
+            VanishedHow::DoesNotExist => GONE_MISSING,
         };
         out.push(Mismatch {
             kind: MismatchKind::MappedVm,
-            vm_id: Some(gone.id.clone()),
-            vm_name: gone.name.clone(),
-            vm_state: Some(state.to_string()),
-            node: None,
-            reason: format!(
-                "{subject} is one of the VMs of Kubernetes cluster {cluster} in CloudStack, but {what}"
-            ),
+            subject: Subject::Vm(VmRef {
+                id: gone.id.clone(),
+                name: gone.name.clone(),
+                state: state.to_string(),
+            }),
         });
     }
 
@@ -194,13 +267,7 @@ pub fn diff(snap: &ClusterSnapshot, policy: &Policy, now: Timestamp) -> Vec<Mism
         if created.is_some_and(|t| t > cutoff) {
             continue;
         }
-        let reason = format!(
-            "VM {} ({}, {}) is named as a node of Kubernetes cluster {cluster} but is not one of its VMs in CloudStack",
-            vm.name,
-            vm.id,
-            vm.state.as_str()
-        );
-        out.push(Mismatch::vm(MismatchKind::UnmappedVm, vm, reason));
+        out.push(Mismatch::vm_finding(MismatchKind::UnmappedVm, vm));
     }
 
     // The API drops map rows whose VM was removed or never existed: only a count shows them.
@@ -208,16 +275,12 @@ pub fn diff(snap: &ClusterSnapshot, policy: &Policy, now: Timestamp) -> Vec<Mism
     let expected = snap.cluster.expected_vms() as usize;
     let shown = mapped.len() + snap.vanished.len();
     if shown + unmapped.len() < expected {
-        let missing = expected - shown;
         out.push(Mismatch {
             kind: MismatchKind::MapCount,
-            vm_id: None,
-            vm_name: None,
-            vm_state: Some(format!("{shown}/{expected}")),
-            node: None,
-            reason: format!(
-                "Kubernetes cluster {cluster} should have {expected} VMs (control nodes + size + etcd nodes) but its VM map shows {shown}: {missing} map rows are missing or point to removed VMs"
-            ),
+            subject: Subject::MapRows {
+                shown: shown as u32,
+                expected: expected as u32,
+            },
         });
     }
 
@@ -244,13 +307,7 @@ pub fn diff(snap: &ClusterSnapshot, policy: &Policy, now: Timestamp) -> Vec<Mism
             }
             out.push(Mismatch {
                 kind: MismatchKind::NodeWithoutVm,
-                vm_id: None,
-                vm_name: None,
-                vm_state: None,
-                reason: format!(
-                    "Kubernetes node {node} of cluster {cluster} matches no VM of the cluster in CloudStack"
-                ),
-                node: Some(node),
+                subject: Subject::Node(node),
             });
         }
 
@@ -265,11 +322,7 @@ pub fn diff(snap: &ClusterSnapshot, policy: &Policy, now: Timestamp) -> Vec<Mism
             if settled.is_some_and(|t| t > cutoff) {
                 continue;
             }
-            let reason = format!(
-                "VM {} ({}) of Kubernetes cluster {cluster} is running but is not a Kubernetes node of the cluster",
-                vm.name, vm.id
-            );
-            out.push(Mismatch::vm(MismatchKind::VmNotANode, vm, reason));
+            out.push(Mismatch::vm_finding(MismatchKind::VmNotANode, vm));
         }
     }
 

@@ -8,16 +8,15 @@ use tracing::error;
 
 use crate::cloudstack::client::Client;
 use crate::config::Config;
-use crate::cycle::{CycleError, CycleReport, CycleSettings, run_cycle};
+use crate::cycle::{ClusterStatus, CycleError, CycleReport, CycleSettings, run_cycle};
 use crate::diff::Policy;
 use crate::error_chain::error_chain;
 use crate::notify::{DeliveryCounts, DeliverySettings, deliver};
 use crate::remote::NodeLister;
 use crate::remote::ssh::SshNodeLister;
-use crate::report::NewKeys;
 use crate::state::State;
 use crate::state::file::{StateError, StateFile};
-use crate::state::step::{StepSettings, previous_maps, step};
+use crate::state::step::{Coverage, NewKeys, Observed, StepSettings, previous_maps, step};
 use crate::time::Timestamp;
 
 /// The persisted state and its (locked) file.
@@ -121,7 +120,9 @@ impl Engine {
             state_error: None,
         };
         if let Ok(report) = tick.report.as_mut() {
-            let outcome = step(&mut store.state, report, &self.step, now);
+            let observed = observe(report);
+            let outcome = step(&mut store.state, &observed, &self.step, now);
+            // With a state, the report lists every open finding, kept ones included.
             for c in &mut report.clusters {
                 c.mismatches = outcome.open.get(&c.id).cloned().unwrap_or_default();
             }
@@ -150,4 +151,26 @@ impl Engine {
         tick.pending = store.state.outbox.len();
         tick
     }
+}
+
+/// What the dedupe step needs of a cycle's report. The findings move over: the report gets
+/// every open one back from the step.
+pub fn observe(report: &mut CycleReport) -> Vec<Observed> {
+    report
+        .clusters
+        .iter_mut()
+        .map(|c| Observed {
+            id: c.id.clone(),
+            name: c.name.clone(),
+            zone_id: c.zone_id.clone(),
+            coverage: match c.status {
+                ClusterStatus::Checked => Coverage::Full,
+                ClusterStatus::Partial => Coverage::VmsOnly,
+                ClusterStatus::Skipped => Coverage::None,
+            },
+            mismatches: std::mem::take(&mut c.mismatches),
+            mapped: c.mapped.clone(),
+            expected_vms: c.expected_vms,
+        })
+        .collect()
 }

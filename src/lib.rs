@@ -6,6 +6,8 @@
 //! `cli` face the user.
 #![forbid(unsafe_code)]
 
+pub mod assemble;
+pub mod cks;
 pub mod cli;
 pub mod cloudstack;
 pub mod config;
@@ -16,6 +18,7 @@ pub mod diagnose;
 pub mod diff;
 pub mod engine;
 pub mod error_chain;
+pub mod inventory;
 pub mod logging;
 pub mod metrics;
 pub mod naming;

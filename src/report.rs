@@ -2,13 +2,13 @@
 //!
 //! Rendering only: what to report was decided by `cycle` and the dedupe.
 
-use std::collections::HashSet;
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
 use crate::cycle::{ClusterStatus, CycleReport};
-use crate::diff::MismatchKind;
+use crate::diff::{Mismatch, MismatchKind, Subject};
+use crate::wording;
 
 /// Exit codes of `check`.
 pub mod exit {
@@ -22,8 +22,7 @@ pub mod exit {
     pub const PARTIAL: i32 = 3;
 }
 
-/// `(cluster id, mismatch key)` of the mismatches first reported by this cycle.
-pub type NewKeys = HashSet<(String, String)>;
+pub use crate::state::step::NewKeys;
 
 #[derive(Serialize)]
 struct JsonCluster<'a> {
@@ -41,9 +40,9 @@ struct JsonMismatch<'a> {
     key: String,
     vm_id: Option<&'a str>,
     vm_name: Option<&'a str>,
-    vm_state: Option<&'a str>,
+    vm_state: Option<String>,
     node: Option<&'a str>,
-    reason: &'a str,
+    reason: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     new: Option<bool>,
 }
@@ -54,6 +53,15 @@ struct JsonReport<'a> {
     duration_seconds: f64,
     clusters: Vec<JsonCluster<'a>>,
     mismatches: Vec<JsonMismatch<'a>>,
+}
+
+/// The JSON report's `vm_state`: the VM's state, or `<shown>/<expected>` for a count.
+fn vm_state(m: &Mismatch) -> Option<String> {
+    match &m.subject {
+        Subject::Vm(vm) => Some(vm.state.clone()),
+        Subject::MapRows { shown, expected } => Some(format!("{shown}/{expected}")),
+        Subject::Node(_) => None,
+    }
 }
 
 /// The JSON report (see the README for the schema). `new` marks mismatches first reported
@@ -77,12 +85,12 @@ pub fn to_json(report: &CycleReport, new: Option<&NewKeys>) -> String {
                 cluster_id: &c.id,
                 cluster: &c.name,
                 kind: m.kind,
-                key: m.key(),
-                vm_id: m.vm_id.as_deref(),
-                vm_name: m.vm_name.as_deref(),
-                vm_state: m.vm_state.as_deref(),
-                node: m.node.as_deref(),
-                reason: &m.reason,
+                key: m.key().to_string(),
+                vm_id: m.vm().map(|v| v.id.as_str()),
+                vm_name: m.vm().and_then(|v| v.name.as_deref()),
+                vm_state: vm_state(m),
+                node: m.node(),
+                reason: wording::reason(&c.name, m),
                 new: new.map(|n| n.contains(&(c.id.clone(), m.key()))),
             })
         })
@@ -132,23 +140,14 @@ pub fn to_text(report: &CycleReport, new: Option<&NewKeys>) -> String {
                 Some(_) => "      ",
                 None => "",
             };
-            let subject = match (&m.vm_name, &m.vm_id, &m.node) {
-                (Some(name), Some(id), _) => {
-                    format!("VM {name} ({id}, {})", m.vm_state.as_deref().unwrap_or("?"))
-                }
-                (None, Some(id), _) => {
-                    format!("VM {id} ({})", m.vm_state.as_deref().unwrap_or("?"))
-                }
-                (_, _, Some(node)) => format!("node {node}"),
-                _ => format!("map {}", m.vm_state.as_deref().unwrap_or("")),
-            };
+            let subject = wording::subject_with_state(m);
             let _ = writeln!(
                 out,
                 "  {marker}{}  {}  {subject}\n  {}    {}",
                 c.name,
                 m.kind.as_str(),
                 " ".repeat(marker.len()),
-                m.reason
+                wording::reason(&c.name, m)
             );
         }
     }

@@ -3,7 +3,7 @@
 //!
 //! Nothing here does I/O. A view that could not be read is marked unknown, never empty.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -144,4 +144,14 @@ pub struct ClusterSnapshot {
     /// Map rows the API hides, confirmed gone (see `VanishedVm`).
     pub vanished: Vec<VanishedVm>,
     pub nodes: NodeView,
+}
+
+/// What the previous cycle saw of a cluster's map, to find rows the API stopped showing.
+#[derive(Debug, Clone, Default)]
+pub struct PreviousMap {
+    /// Mapped VM ids with their last known names.
+    pub vms: BTreeMap<String, String>,
+    pub expected_vms: u32,
+    /// Ids already known to be gone, kept while their finding is open.
+    pub vanished: BTreeMap<String, (Option<String>, VanishedHow)>,
 }

@@ -410,7 +410,7 @@ pub async fn connect(config: &Config) -> Vec<Finding> {
         .list(
             "listKubernetesClusters",
             "kubernetescluster",
-            &crate::cycle::ROOT_SCOPE,
+            &crate::cks::ROOT_SCOPE,
         )
         .await
     {
@@ -432,11 +432,11 @@ pub async fn connect(config: &Config) -> Vec<Finding> {
 
     let checked: Vec<&KubernetesCluster> = clusters
         .iter()
-        .filter(|c| crate::cycle::skip_reason(c).is_none())
+        .filter(|c| crate::cks::skip_reason(c).is_none())
         .collect();
     let Some(cluster) = checked
         .iter()
-        .find(|c| crate::cycle::endpoint_host(c.endpoint.as_deref()).is_some())
+        .find(|c| crate::cks::endpoint_host(c.endpoint.as_deref()).is_some())
     else {
         let message = match checked.first() {
             None => "no Running or Alert CloudManaged cluster to log in to; SSH was not tried"
@@ -445,7 +445,7 @@ pub async fn connect(config: &Config) -> Vec<Finding> {
                 "cluster {} ({}): {}; SSH was not tried",
                 c.name,
                 c.id,
-                crate::cycle::NO_ENDPOINT
+                crate::cks::NO_ENDPOINT
             ),
         };
         out.push(Finding::warning("ssh", message));
@@ -461,7 +461,7 @@ pub async fn connect(config: &Config) -> Vec<Finding> {
     let network = match cluster.networkid.as_deref() {
         None => None,
         Some(id) => {
-            let mut params = crate::cycle::ROOT_SCOPE.to_vec();
+            let mut params = crate::cks::ROOT_SCOPE.to_vec();
             params.push(("id", id));
             match api
                 .list::<Network>("listNetworks", "network", &params)
@@ -475,7 +475,7 @@ pub async fn connect(config: &Config) -> Vec<Finding> {
             }
         }
     };
-    let target = match crate::cycle::ssh_target(cluster, network.as_ref(), &config.ssh.user) {
+    let target = match crate::cks::ssh_target(cluster, network.as_ref(), &config.ssh.user) {
         Ok(t) => t,
         Err(reason) => {
             out.push(Finding::warning("ssh", reason));

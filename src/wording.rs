@@ -13,7 +13,7 @@ use sha1::Digest;
 use crate::cloudstack::limits::{
     ALERT_DESCRIPTION_LENGTH, ANNOTATION_LENGTH, fit, fit_with_tail, one_line,
 };
-use crate::diff::{Mismatch, MismatchKind};
+use crate::diff::{GONE_EXPUNGED, GONE_MISSING, Mismatch, MismatchKind, Subject, VmRef};
 
 /// Keys up to this length (and of plain characters) are written out in markers.
 const MARKER_KEY_MAX: usize = 64;
@@ -114,11 +114,76 @@ fn short_hint(kind: MismatchKind) -> &'static str {
 
 /// The subject of a finding for a person: `VM <name> (<id>)`, `node <name>` or `VM map`.
 pub fn subject(m: &Mismatch) -> String {
-    match (&m.vm_name, &m.vm_id, &m.node) {
-        (Some(name), Some(id), _) => format!("VM {name} ({id})"),
-        (None, Some(id), _) => format!("VM {id}"),
-        (_, _, Some(node)) => format!("node {node}"),
-        _ => "VM map".to_string(),
+    match &m.subject {
+        Subject::Vm(VmRef {
+            id,
+            name: Some(name),
+            ..
+        }) => format!("VM {name} ({id})"),
+        Subject::Vm(VmRef { id, name: None, .. }) => format!("VM {id}"),
+        Subject::Node(node) => format!("node {node}"),
+        Subject::MapRows { .. } => "VM map".to_string(),
+    }
+}
+
+/// The subject with the VM's state, as the text report lists findings:
+/// `VM <name> (<id>, <state>)`, `node <name>` or `map <shown>/<expected>`.
+pub fn subject_with_state(m: &Mismatch) -> String {
+    match &m.subject {
+        Subject::Vm(VmRef {
+            id,
+            name: Some(name),
+            state,
+        }) => format!("VM {name} ({id}, {state})"),
+        Subject::Vm(VmRef {
+            id,
+            name: None,
+            state,
+        }) => format!("VM {id} ({state})"),
+        Subject::Node(node) => format!("node {node}"),
+        Subject::MapRows { shown, expected } => format!("map {shown}/{expected}"),
+    }
+}
+
+/// What was found, in one sentence naming the cluster: the event description, the reason in
+/// the report and the core of the alert.
+pub fn reason(cluster: &str, m: &Mismatch) -> String {
+    match (&m.subject, m.kind) {
+        (Subject::Vm(vm), MismatchKind::MappedVm) => {
+            let what = match vm.state.as_str() {
+                "Destroyed" => "is destroyed",
+                "Expunging" => "has been or is being expunged",
+                "Error" => "is in Error state",
+                GONE_EXPUNGED => "has been expunged or unmanaged",
+                GONE_MISSING => "does not exist",
+                _ => "is not usable",
+            };
+            let who = match &vm.name {
+                Some(name) => format!("VM {name} ({})", vm.id),
+                None => format!("VM with ID {}", vm.id),
+            };
+            format!(
+                "{who} is one of the VMs of Kubernetes cluster {cluster} in CloudStack, but {what}"
+            )
+        }
+        (Subject::Vm(vm), MismatchKind::UnmappedVm) => format!(
+            "VM {} ({}, {}) is named as a node of Kubernetes cluster {cluster} but is not one of its VMs in CloudStack",
+            vm.name.as_deref().unwrap_or("?"),
+            vm.id,
+            vm.state
+        ),
+        (Subject::Vm(vm), _) => format!(
+            "VM {} ({}) of Kubernetes cluster {cluster} is running but is not a Kubernetes node of the cluster",
+            vm.name.as_deref().unwrap_or("?"),
+            vm.id
+        ),
+        (Subject::Node(node), _) => format!(
+            "Kubernetes node {node} of cluster {cluster} matches no VM of the cluster in CloudStack"
+        ),
+        (Subject::MapRows { shown, expected }, _) => format!(
+            "Kubernetes cluster {cluster} should have {expected} VMs (control nodes + size + etcd nodes) but its VM map shows {shown}: {} map rows are missing or point to removed VMs",
+            expected.saturating_sub(*shown)
+        ),
     }
 }
 
@@ -128,12 +193,12 @@ pub fn alert_description(cluster: &str, cluster_id: &str, m: &Mismatch) -> Strin
     let body = format!(
         "Kubernetes cluster {cluster}, {}: {}. Nothing was changed. {}",
         subject(m),
-        m.reason,
+        reason(cluster, m),
         hint(m.kind)
     );
     fit_with_tail(
         &one_line(&body),
-        &alert_marker(cluster_id, &m.key()),
+        &alert_marker(cluster_id, &m.key().to_string()),
         ALERT_DESCRIPTION_LENGTH,
     )
 }
@@ -145,7 +210,7 @@ pub fn summary_description(
     key: &str,
     rest: &[&Mismatch],
 ) -> String {
-    let list: Vec<String> = rest.iter().map(|m| m.key()).collect();
+    let list: Vec<String> = rest.iter().map(|m| m.key().to_string()).collect();
     let body = format!(
         "Kubernetes cluster {cluster}: {} more VM map mismatches found at once ({}). Nothing was changed. Each is in the event log and in an annotation on the cluster.",
         rest.len(),
@@ -162,51 +227,45 @@ pub fn summary_description(
 /// node, what was found, that nothing was changed, a short hint, and the marker. The
 /// cluster is the annotated entity, so it is not named.
 pub fn annotation_text(m: &Mismatch) -> String {
-    let vm = |m: &Mismatch| match (&m.vm_name, &m.vm_id) {
-        (Some(name), _) => format!("VM {}", fit(name, 80)),
-        (None, Some(id)) => format!("VM {id}"),
-        _ => "A VM".to_string(),
-    };
-    let what = match m.kind {
-        MismatchKind::MappedVm => {
-            let state = match m.vm_state.as_deref() {
-                Some("Destroyed") => "is destroyed",
-                Some("Expunging") => "is being expunged",
-                Some("Error") => "is in Error state",
-                Some("Expunged") => "has been expunged or unmanaged",
-                Some("Missing") => "does not exist",
-                _ => "is not usable",
+    let what = match &m.subject {
+        Subject::Vm(vm) => {
+            let who = match &vm.name {
+                Some(name) => format!("VM {}", fit(name, 80)),
+                None => format!("VM {}", vm.id),
             };
-            format!("{} in the VM map of this cluster {state}.", vm(m))
+            match m.kind {
+                MismatchKind::MappedVm => {
+                    let state = match vm.state.as_str() {
+                        "Destroyed" => "is destroyed",
+                        "Expunging" => "is being expunged",
+                        "Error" => "is in Error state",
+                        GONE_EXPUNGED => "has been expunged or unmanaged",
+                        GONE_MISSING => "does not exist",
+                        _ => "is not usable",
+                    };
+                    format!("{who} in the VM map of this cluster {state}.")
+                }
+                MismatchKind::UnmappedVm => format!(
+                    "{who} ({}) is named as a node of this cluster but is not in its VM map.",
+                    vm.state
+                ),
+                _ => format!(
+                    "{who} in the VM map of this cluster is running but is not a Kubernetes node."
+                ),
+            }
         }
-        MismatchKind::UnmappedVm => format!(
-            "{} ({}) is named as a node of this cluster but is not in its VM map.",
-            vm(m),
-            m.vm_state.as_deref().unwrap_or("?")
-        ),
-        MismatchKind::NodeWithoutVm => format!(
+        Subject::Node(node) => format!(
             "Kubernetes node {} matches no VM of this cluster.",
-            fit(m.node.as_deref().unwrap_or("?"), ANNOTATION_NODE_MAX)
+            fit(node, ANNOTATION_NODE_MAX)
         ),
-        MismatchKind::VmNotANode => format!(
-            "{} in the VM map of this cluster is running but is not a Kubernetes node.",
-            vm(m)
+        Subject::MapRows { shown, expected } => format!(
+            "The VM map of this cluster shows {shown} of {expected} VMs: rows are missing or point to removed VMs."
         ),
-        MismatchKind::MapCount => {
-            let (shown, expected) = m
-                .vm_state
-                .as_deref()
-                .and_then(|s| s.split_once('/'))
-                .unwrap_or(("?", "?"));
-            format!(
-                "The VM map of this cluster shows {shown} of {expected} VMs: rows are missing or point to removed VMs."
-            )
-        }
     };
     let body = format!("{what} Nothing was changed. {}", short_hint(m.kind));
     fit_with_tail(
         &one_line(&body),
-        &annotation_marker(&m.key()),
+        &annotation_marker(&m.key().to_string()),
         ANNOTATION_LENGTH,
     )
 }

@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 
 use super::*;
 use crate::snapshot::{ClusterInfo, Owner, VanishedVm};
+use crate::wording::reason;
 
 const NOW: i64 = 1_800_000_000;
 const HOUR: i64 = 60;
@@ -81,7 +82,7 @@ fn healthy() -> ClusterSnapshot {
 fn run(snap: &ClusterSnapshot) -> Vec<(MismatchKind, String)> {
     diff(snap, &Policy::default(), Timestamp::from_unix(NOW))
         .into_iter()
-        .map(|m| (m.kind, m.key()))
+        .map(|m| (m.kind, m.key().to_string()))
         .collect()
 }
 
@@ -106,13 +107,13 @@ fn mapped_vm_destroyed_expunging_error() {
         assert_eq!(found.len(), 1, "{state}: {found:?}");
         let m = &found[0];
         assert_eq!(
-            (m.kind, m.key()),
+            (m.kind, m.key().to_string()),
             (MappedVm, "mapped_vm:v3".to_string()),
             "{state}"
         );
-        assert_eq!(m.vm_state.as_deref(), Some(state));
+        assert_eq!(m.vm().map(|v| v.state.as_str()), Some(state));
         assert_eq!(
-            m.reason,
+            reason("web", m),
             format!(
                 "VM web-node-1803b55f99a (v3) is one of the VMs of Kubernetes cluster web in CloudStack, but {words}"
             )
@@ -154,7 +155,10 @@ fn vanished_vm_that_never_existed() {
         how: VanishedHow::DoesNotExist,
     });
     let found = diff(&s, &Policy::default(), Timestamp::from_unix(NOW));
-    let kinds: Vec<_> = found.iter().map(|m| (m.kind, m.key())).collect();
+    let kinds: Vec<_> = found
+        .iter()
+        .map(|m| (m.kind, m.key().to_string()))
+        .collect();
     // The node web-node-1803b55f99a now has no VM; no map_count, the vanished row explains it.
     assert_eq!(
         kinds,
@@ -167,10 +171,10 @@ fn vanished_vm_that_never_existed() {
         ]
     );
     assert_eq!(
-        found[0].reason,
+        reason("web", &found[0]),
         "VM with ID 999999 is one of the VMs of Kubernetes cluster web in CloudStack, but does not exist"
     );
-    assert_eq!(found[0].vm_state.as_deref(), Some("Missing"));
+    assert_eq!(found[0].vm().map(|v| v.state.as_str()), Some("Missing"));
 }
 
 #[test]
@@ -181,7 +185,7 @@ fn unmapped_vm_is_reported_after_grace_only() {
     assert_eq!(run(&s), vec![(UnmappedVm, "unmapped_vm:v2".to_string())]);
     let m = &diff(&s, &Policy::default(), Timestamp::from_unix(NOW))[0];
     assert_eq!(
-        m.reason,
+        reason("web", m),
         "VM web-node-1803b55f08c (v2, Running) is named as a node of Kubernetes cluster web but is not one of its VMs in CloudStack"
     );
 
@@ -241,10 +245,10 @@ fn node_without_vm() {
     ]);
     let found = diff(&s, &Policy::default(), Timestamp::from_unix(NOW));
     assert_eq!(found.len(), 1);
-    assert_eq!(found[0].key(), "node_without_vm:stray-node");
-    assert_eq!(found[0].node.as_deref(), Some("stray-node"));
+    assert_eq!(found[0].key().to_string(), "node_without_vm:stray-node");
+    assert_eq!(found[0].node(), Some("stray-node"));
     assert_eq!(
-        found[0].reason,
+        reason("web", &found[0]),
         "Kubernetes node stray-node of cluster web matches no VM of the cluster in CloudStack"
     );
 }
@@ -294,9 +298,9 @@ fn running_vm_that_is_not_a_node() {
     ]);
     let found = diff(&s, &Policy::default(), Timestamp::from_unix(NOW));
     assert_eq!(found.len(), 1);
-    assert_eq!(found[0].key(), "vm_not_a_node:v3");
+    assert_eq!(found[0].key().to_string(), "vm_not_a_node:v3");
     assert_eq!(
-        found[0].reason,
+        reason("web", &found[0]),
         "VM web-node-1803b55f99a (v3) of Kubernetes cluster web is running but is not a Kubernetes node of the cluster"
     );
 }
@@ -378,9 +382,9 @@ fn fewer_map_entries_than_expected_is_map_count() {
     s.cluster.size = 4; // expects 5, the map shows 3
     let found = diff(&s, &Policy::default(), Timestamp::from_unix(NOW));
     assert_eq!(found.len(), 1);
-    assert_eq!(found[0].key(), "map_count:3/5");
+    assert_eq!(found[0].key().to_string(), "map_count:3/5");
     assert_eq!(
-        found[0].reason,
+        reason("web", &found[0]),
         "Kubernetes cluster web should have 5 VMs (control nodes + size + etcd nodes) but its VM map shows 3: 2 map rows are missing or point to removed VMs"
     );
     // One unmapped VM explains one of the two missing rows only.
@@ -431,4 +435,35 @@ fn results_are_sorted_and_deterministic() {
             (VmNotANode, "vm_not_a_node:v2".to_string()),
         ]
     );
+}
+
+#[test]
+fn finding_keys_have_one_string_form() {
+    let keys = [
+        FindingKey::new(MapCount, "3/5"),
+        FindingKey::new(MappedVm, "v1"),
+        FindingKey::new(NodeWithoutVm, "stray"),
+        FindingKey::new(UnmappedVm, "v2"),
+        FindingKey::new(VmNotANode, "v3"),
+    ];
+    let strings: Vec<String> = keys.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        strings,
+        [
+            "map_count:3/5",
+            "mapped_vm:v1",
+            "node_without_vm:stray",
+            "unmapped_vm:v2",
+            "vm_not_a_node:v3"
+        ]
+    );
+    // They order as their string form does, and read back.
+    let mut sorted = keys.to_vec();
+    sorted.sort();
+    assert_eq!(sorted, keys);
+    for (k, s) in keys.iter().zip(&strings) {
+        assert_eq!(FindingKey::parse(s).as_ref(), Some(k));
+    }
+    assert_eq!(FindingKey::parse("summary:20270115T080000Z"), None);
+    assert_eq!(FindingKey::parse("no colon"), None);
 }

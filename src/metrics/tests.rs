@@ -5,7 +5,7 @@ use super::*;
 use crate::cloudstack::client::{ClientOptions, RetryPolicy};
 use crate::cloudstack::transport::{ApiRequest, RawResponse, Transport, TransportFuture};
 use crate::cycle::{ClusterOutcome, CycleError, CycleReport};
-use crate::diff::Mismatch;
+use crate::diff::{Mismatch, Subject, VmRef};
 use crate::notify::DeliveryCounts;
 use crate::time::Timestamp;
 
@@ -81,11 +81,11 @@ async fn call(client: &Client, command: &str, times: usize) {
 fn mismatch(kind: MismatchKind, vm: &str) -> Mismatch {
     Mismatch {
         kind,
-        vm_id: Some(vm.into()),
-        vm_name: None,
-        vm_state: None,
-        node: None,
-        reason: "r".into(),
+        subject: Subject::Vm(VmRef {
+            id: vm.into(),
+            name: None,
+            state: "Running".into(),
+        }),
     }
 }
 

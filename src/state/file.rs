@@ -7,6 +7,7 @@ use std::io::{Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use crate::state::v1::StateV1;
 use crate::state::{State, VERSION};
 use crate::time::Timestamp;
 
@@ -127,15 +128,17 @@ fn parse(bytes: &[u8]) -> Result<State, String> {
     let value: serde_json::Value =
         serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
     match value.get("version").and_then(|v| v.as_u64()) {
-        Some(v) if v == u64::from(VERSION) => {}
-        Some(v) => {
-            return Err(format!(
-                "schema version {v}; this release reads version {VERSION}"
-            ));
+        Some(v) if v == u64::from(VERSION) => {
+            serde_json::from_value(value).map_err(|e| format!("not a cks-drift state: {e}"))
         }
-        None => return Err("no schema version".into()),
+        Some(1) => serde_json::from_value::<StateV1>(value)
+            .map(StateV1::upgrade)
+            .map_err(|e| format!("not a cks-drift state (version 1): {e}")),
+        Some(v) => Err(format!(
+            "schema version {v}; this release reads versions 1 to {VERSION}"
+        )),
+        None => Err("no schema version".into()),
     }
-    serde_json::from_value(value).map_err(|e| format!("not a cks-drift state: {e}"))
 }
 
 fn move_aside(path: &Path, now: Timestamp) -> Result<PathBuf, StateError> {
@@ -212,10 +215,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.json");
         for (content, why) in [
-            (&b"{\"version\": 1, \"clus"[..], "not JSON"),
+            (&b"{\"version\": 2, \"clus"[..], "not JSON"),
             (
                 &b"{\"version\": 99}"[..],
-                "schema version 99; this release reads version 1",
+                "schema version 99; this release reads versions 1 to 2",
             ),
             (&b"[1,2]"[..], "no schema version"),
         ] {

@@ -2,21 +2,26 @@
 //! alerts and annotations the daemon raised, and the notifications not yet delivered.
 //!
 //! `step` is the pure dedupe (report in, state and notifications out); `file` persists the
-//! state atomically under an exclusive lock. Delivery lives in `notify`.
+//! state atomically under an exclusive lock; `v1` reads the files of the first release.
+//! Delivery lives in `notify`.
+//!
+//! These are the state file's own serde types: a finding is recorded in a form of its own
+//! (`Recorded`), so the file's format does not change when the diff's types do.
 
 pub mod file;
 pub mod step;
+pub mod v1;
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::diff::{Mismatch, Side};
+use crate::diff::{FindingKey, Mismatch, MismatchKind, Side, Subject, VmRef};
 use crate::snapshot::VanishedHow;
 use crate::time::Timestamp;
 
-/// The schema version written by this release.
-pub const VERSION: u32 = 1;
+/// The schema version written by this release. Version 1 files are read and converted.
+pub const VERSION: u32 = 2;
 
 /// Everything persisted between cycles.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -58,7 +63,8 @@ pub struct ClusterState {
     pub name: String,
     #[serde(default)]
     pub zone_id: Option<String>,
-    /// Reported mismatches of the VM side (map against VMs), by key.
+    /// Reported mismatches of the VM side (map against VMs), by key (`FindingKey`'s string
+    /// form).
     #[serde(default)]
     pub vms: BTreeMap<String, Reported>,
     /// Reported mismatches of the node side (map against Kubernetes nodes), by key.
@@ -90,11 +96,74 @@ impl ClusterState {
     }
 }
 
-/// A reported mismatch, as it was when first reported.
+/// A reported finding, as it was when first reported.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Reported {
-    pub mismatch: Mismatch,
+    /// `mapped_vm`, `unmapped_vm`, `node_without_vm`, `vm_not_a_node` or `map_count`.
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm_state: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// For `map_count`: the map rows shown and expected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shown: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<u32>,
     pub since: Timestamp,
+}
+
+impl Reported {
+    pub fn new(m: &Mismatch, since: Timestamp) -> Self {
+        let mut r = Reported {
+            kind: m.kind.as_str().to_string(),
+            vm_id: None,
+            vm_name: None,
+            vm_state: None,
+            node: None,
+            shown: None,
+            expected: None,
+            since,
+        };
+        match &m.subject {
+            Subject::Vm(vm) => {
+                r.vm_id = Some(vm.id.clone());
+                r.vm_name = vm.name.clone();
+                r.vm_state = Some(vm.state.clone());
+            }
+            Subject::Node(node) => r.node = Some(node.clone()),
+            Subject::MapRows { shown, expected } => {
+                r.shown = Some(*shown);
+                r.expected = Some(*expected);
+            }
+        }
+        r
+    }
+
+    /// The finding it records; `None` for a record this release cannot read (an unknown
+    /// kind, a subject missing), which is then dropped like a resolved one.
+    pub fn mismatch(&self) -> Option<Mismatch> {
+        let kind = MismatchKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == self.kind)?;
+        let subject = match kind {
+            MismatchKind::NodeWithoutVm => Subject::Node(self.node.clone()?),
+            MismatchKind::MapCount => Subject::MapRows {
+                shown: self.shown?,
+                expected: self.expected?,
+            },
+            _ => Subject::Vm(VmRef {
+                id: self.vm_id.clone()?,
+                name: self.vm_name.clone(),
+                state: self.vm_state.clone().unwrap_or_default(),
+            }),
+        };
+        Some(Mismatch { kind, subject })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -243,4 +312,9 @@ pub struct Outgoing {
 /// `<cluster id>/<key>`, the key of alert and annotation records.
 pub fn record_key(cluster_id: &str, key: &str) -> String {
     format!("{cluster_id}/{key}")
+}
+
+/// The key a side map records a finding under.
+pub fn side_key(key: &FindingKey) -> String {
+    key.to_string()
 }

@@ -1,5 +1,6 @@
-//! The pure dedupe step: a cycle's report and the previous state in; the new state, the
-//! notifications to send and the keys first reported out. No clock, I/O or randomness.
+//! The pure dedupe step: what a cycle observed of each cluster and the previous state in; the
+//! new state, the notifications to send and the keys first reported out. No clock, I/O or
+//! randomness; it knows the diff's types and its own, not the cycle that fed it.
 //!
 //! Rules (as upstream): per cluster, the VM side and the node side are kept separately; a
 //! mismatch is reported once, and again only after it went away and came back; when a side
@@ -8,13 +9,42 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use crate::cycle::{ClusterStatus, CycleReport, PreviousMap};
-use crate::diff::{Mismatch, MismatchKind, Side};
-use crate::report::NewKeys;
-use crate::snapshot::VanishedHow;
-use crate::state::{Level, Notification, Outgoing, Reported, State, VanishedRecord, record_key};
+use crate::diff::{FindingKey, GONE_EXPUNGED, GONE_MISSING, Mismatch, MismatchKind, Side};
+use crate::snapshot::{PreviousMap, VanishedHow};
+use crate::state::{
+    Level, Notification, Outgoing, Reported, State, VanishedRecord, record_key, side_key,
+};
 use crate::time::Timestamp;
-use crate::wording::{alert_description, annotation_text, summary_description};
+use crate::wording::{alert_description, annotation_text, reason, summary_description};
+
+/// How much of a cluster a cycle compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coverage {
+    /// The map, the VMs and the Kubernetes nodes.
+    Full,
+    /// The map and the VMs: the nodes could not be listed.
+    VmsOnly,
+    /// Nothing: skipped.
+    None,
+}
+
+/// What a cycle observed of one cluster, as the step needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observed {
+    pub id: String,
+    pub name: String,
+    pub zone_id: Option<String>,
+    pub coverage: Coverage,
+    /// What the comparison found (empty when skipped).
+    pub mismatches: Vec<Mismatch>,
+    /// The mapped VM ids (and names) as the API showed them, for the next cycle's probe.
+    pub mapped: Vec<(String, String)>,
+    /// `controlnodes + size + etcdnodes`.
+    pub expected_vms: u32,
+}
+
+/// `(cluster id, key)` of the findings first reported by a step.
+pub type NewKeys = HashSet<(String, FindingKey)>;
 
 /// Which channels are on, and the alert cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +80,10 @@ pub fn previous_maps(state: &State) -> HashMap<String, PreviousMap> {
             let vanished = c
                 .vanished
                 .iter()
-                .filter(|(vm, _)| c.vms.contains_key(&format!("mapped_vm:{vm}")))
+                .filter(|(vm, _)| {
+                    let key = FindingKey::new(MismatchKind::MappedVm, vm.as_str());
+                    c.vms.contains_key(&side_key(&key))
+                })
                 .map(|(vm, r)| (vm.clone(), (r.name.clone(), r.how)))
                 .collect();
             (
@@ -90,39 +123,42 @@ fn event(
     description: String,
     now: Timestamp,
 ) -> Notification {
+    let vm = m.and_then(Mismatch::vm);
     Notification::Event {
         level,
         cluster_id: cluster_id.to_string(),
         cluster: cluster.to_string(),
-        key: m.map(|m| m.key()),
+        key: m.map(|m| m.key().to_string()),
         kind: m.map(|m| m.kind.as_str().to_string()),
-        vm_id: m.and_then(|m| m.vm_id.clone()),
-        vm_name: m.and_then(|m| m.vm_name.clone()),
-        node: m.and_then(|m| m.node.clone()),
+        vm_id: vm.map(|v| v.id.clone()),
+        vm_name: vm.and_then(|v| v.name.clone()),
+        node: m.and_then(Mismatch::node).map(str::to_string),
         description,
         time: now,
     }
 }
 
-/// Applies one cycle's report to the state and queues the notifications it calls for.
+/// Applies what one cycle observed to the state and queues the notifications it calls for.
+/// An empty observation is not taken as "every cluster is gone" (a key that lost its rights
+/// sees nothing).
 pub fn step(
     state: &mut State,
-    report: &CycleReport,
+    observed: &[Observed],
     settings: &StepSettings,
     now: Timestamp,
 ) -> StepOutcome {
     let mut outcome = StepOutcome::default();
-    let seen: HashSet<&str> = report.clusters.iter().map(|c| c.id.as_str()).collect();
+    let seen: HashSet<&str> = observed.iter().map(|c| c.id.as_str()).collect();
 
-    for c in &report.clusters {
+    for c in observed {
         let mut entry = state.clusters.remove(&c.id).unwrap_or_default();
         entry.name = c.name.clone();
         entry.zone_id = c.zone_id.clone().or(entry.zone_id);
 
-        let sides: &[Side] = match c.status {
-            ClusterStatus::Checked => &[Side::Vms, Side::Nodes],
-            ClusterStatus::Partial => &[Side::Vms],
-            ClusterStatus::Skipped => &[],
+        let sides: &[Side] = match c.coverage {
+            Coverage::Full => &[Side::Vms, Side::Nodes],
+            Coverage::VmsOnly => &[Side::Vms],
+            Coverage::None => &[],
         };
         let mut new: Vec<&Mismatch> = Vec::new();
         let mut resolved: Vec<String> = Vec::new();
@@ -132,7 +168,7 @@ pub fn step(
                 .mismatches
                 .iter()
                 .filter(|m| m.side() == side)
-                .map(|m| (m.key(), m))
+                .map(|m| (side_key(&m.key()), m))
                 .collect();
             let prev = std::mem::take(entry.side_mut(side));
             for key in prev.keys() {
@@ -152,17 +188,11 @@ pub fn step(
                         now
                     }
                 };
-                next.insert(
-                    key,
-                    Reported {
-                        mismatch: m.clone(),
-                        since,
-                    },
-                );
+                next.insert(key, Reported::new(m, since));
             }
             *entry.side_mut(side) = next;
         }
-        if c.status != ClusterStatus::Skipped {
+        if c.coverage != Coverage::None {
             entry.map = c.mapped.iter().cloned().collect();
             entry.expected_vms = c.expected_vms;
             entry.vanished = c
@@ -170,15 +200,16 @@ pub fn step(
                 .iter()
                 .filter(|m| m.kind == MismatchKind::MappedVm)
                 .filter_map(|m| {
-                    let how = match m.vm_state.as_deref() {
-                        Some("Expunged") => VanishedHow::Expunged,
-                        Some("Missing") => VanishedHow::DoesNotExist,
+                    let vm = m.vm()?;
+                    let how = match vm.state.as_str() {
+                        GONE_EXPUNGED => VanishedHow::Expunged,
+                        GONE_MISSING => VanishedHow::DoesNotExist,
                         _ => return None,
                     };
                     Some((
-                        m.vm_id.clone()?,
+                        vm.id.clone(),
                         VanishedRecord {
-                            name: m.vm_name.clone(),
+                            name: vm.name.clone(),
                             how,
                         },
                     ))
@@ -188,19 +219,20 @@ pub fn step(
 
         let mut q = Queue { state };
         for m in &new {
-            outcome.new.insert((c.id.clone(), m.key()));
+            let key = m.key();
+            outcome.new.insert((c.id.clone(), key.clone()));
             q.push(event(
                 Level::Warn,
                 &c.id,
                 &c.name,
                 Some(m),
-                m.reason.clone(),
+                reason(&c.name, m),
                 now,
             ));
             if settings.annotations {
                 q.push(Notification::AddAnnotation {
                     cluster_id: c.id.clone(),
-                    key: m.key(),
+                    key: key.to_string(),
                     text: annotation_text(m),
                 });
             }
@@ -211,7 +243,7 @@ pub fn step(
                 q.push(Notification::RaiseAlert {
                     cluster_id: c.id.clone(),
                     zone_id: entry.zone_id.clone(),
-                    key: m.key(),
+                    key: m.key().to_string(),
                     description: alert_description(&c.name, &c.id, m),
                     covers: vec![],
                 });
@@ -223,7 +255,7 @@ pub fn step(
                     cluster_id: c.id.clone(),
                     zone_id: entry.zone_id.clone(),
                     description: summary_description(&c.name, &c.id, &key, &rest),
-                    covers: rest.iter().map(|m| m.key()).collect(),
+                    covers: rest.iter().map(|m| m.key().to_string()).collect(),
                     key,
                 });
             }
@@ -249,23 +281,21 @@ pub fn step(
             q.push(event(Level::Info, &c.id, &c.name, None, description, now));
         }
 
-        let open: Vec<Mismatch> = entry
+        let mut open: Vec<Mismatch> = entry
             .vms
             .values()
             .chain(entry.nodes.values())
-            .map(|r| r.mismatch.clone())
+            .filter_map(Reported::mismatch)
             .collect();
         if !open.is_empty() {
-            let mut open = open;
             open.sort_by_key(|m| (m.kind, m.key()));
             outcome.open.insert(c.id.clone(), open);
         }
         state.clusters.insert(c.id.clone(), entry);
     }
 
-    // Clusters that no longer exist: close what was open for them. An empty listing is not
-    // taken as "every cluster is gone" (a key that lost its rights sees nothing).
-    if !report.clusters.is_empty() {
+    // Clusters that no longer exist: close what was open for them.
+    if !observed.is_empty() {
         let gone: Vec<String> = state
             .clusters
             .keys()

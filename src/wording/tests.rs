@@ -1,25 +1,22 @@
 use super::*;
 use crate::cloudstack::limits::{KEYWORD_LENGTH, is_refused_control, java_len};
+use crate::diff::{Subject, VmRef};
 
-fn vm_finding(kind: MismatchKind, name: &str, id: &str, state: &str, reason: &str) -> Mismatch {
+fn vm_finding(kind: MismatchKind, name: &str, id: &str, state: &str) -> Mismatch {
     Mismatch {
         kind,
-        vm_id: Some(id.into()),
-        vm_name: Some(name.into()),
-        vm_state: Some(state.into()),
-        node: None,
-        reason: reason.into(),
+        subject: Subject::Vm(VmRef {
+            id: id.into(),
+            name: Some(name.into()),
+            state: state.into(),
+        }),
     }
 }
 
-fn node_finding(node: &str, reason: &str) -> Mismatch {
+fn node_finding(node: &str) -> Mismatch {
     Mismatch {
         kind: MismatchKind::NodeWithoutVm,
-        vm_id: None,
-        vm_name: None,
-        vm_state: None,
-        node: Some(node.into()),
-        reason: reason.into(),
+        subject: Subject::Node(node.into()),
     }
 }
 
@@ -27,8 +24,9 @@ const CLUSTER_ID: &str = "8d1f0e8a-6b3c-4c55-9f41-0a2b3c4d5e6f";
 const VM_ID: &str = "0f9e8d7c-6b5a-4c3d-2e1f-0a9b8c7d6e5f";
 
 /// Every finding the diff can produce, with the longest names it can hold: VM names are host
-/// names (63), node names DNS names (253), cluster names 255 UTF-16 units of anything.
-fn longest_findings(cluster: &str) -> Vec<Mismatch> {
+/// names (63), node names DNS names (253). Cluster names (255 UTF-16 units of anything) come
+/// with [`hostile_cluster_name`].
+fn longest_findings() -> Vec<Mismatch> {
     let vm = format!("{}-control-18c3f2a1b0d", "a".repeat(43));
     assert_eq!(vm.len(), 63);
     let node = format!(
@@ -41,41 +39,22 @@ fn longest_findings(cluster: &str) -> Vec<Mismatch> {
     assert_eq!(node.len(), 253);
     let mut out = Vec::new();
     for state in ["Destroyed", "Expunging", "Error", "Expunged", "Missing"] {
-        out.push(vm_finding(
-            MismatchKind::MappedVm,
-            &vm,
-            VM_ID,
-            state,
-            &format!("VM {vm} ({VM_ID}) is one of the VMs of Kubernetes cluster {cluster} in CloudStack, but has been expunged or unmanaged"),
-        ));
+        out.push(vm_finding(MismatchKind::MappedVm, &vm, VM_ID, state));
     }
     out.push(vm_finding(
         MismatchKind::UnmappedVm,
         &vm,
         VM_ID,
         "Expunging",
-        &format!("VM {vm} ({VM_ID}, Expunging) is named as a node of Kubernetes cluster {cluster} but is not one of its VMs in CloudStack"),
     ));
-    out.push(vm_finding(
-        MismatchKind::VmNotANode,
-        &vm,
-        VM_ID,
-        "Running",
-        &format!("VM {vm} ({VM_ID}) of Kubernetes cluster {cluster} is running but is not a Kubernetes node of the cluster"),
-    ));
-    out.push(node_finding(
-        &node,
-        &format!(
-            "Kubernetes node {node} of cluster {cluster} matches no VM of the cluster in CloudStack"
-        ),
-    ));
+    out.push(vm_finding(MismatchKind::VmNotANode, &vm, VM_ID, "Running"));
+    out.push(node_finding(&node));
     out.push(Mismatch {
         kind: MismatchKind::MapCount,
-        vm_id: None,
-        vm_name: None,
-        vm_state: Some("1000/1003".into()),
-        node: None,
-        reason: format!("Kubernetes cluster {cluster} should have 1003 VMs (control nodes + size + etcd nodes) but its VM map shows 1000: 3 map rows are missing or point to removed VMs"),
+        subject: Subject::MapRows {
+            shown: 1000,
+            expected: 1003,
+        },
     });
     out
 }
@@ -97,8 +76,8 @@ fn hostile_cluster_name() -> String {
 #[test]
 fn the_longest_texts_fit_cloudstack_and_keep_their_marker() {
     let cluster = hostile_cluster_name();
-    for m in longest_findings(&cluster) {
-        let key = m.key();
+    for m in longest_findings() {
+        let key = m.key().to_string();
         let d = alert_description(&cluster, CLUSTER_ID, &m);
         assert!(java_len(&d) <= 999, "{} units: {d}", java_len(&d));
         assert!(d.ends_with(&alert_marker(CLUSTER_ID, &key)), "{d}");
@@ -117,13 +96,13 @@ fn the_longest_texts_fit_cloudstack_and_keep_their_marker() {
         assert!(java_len(&alert_marker(CLUSTER_ID, &key)) <= KEYWORD_LENGTH);
         assert!(java_len(&annotation_marker(&key)) <= KEYWORD_LENGTH);
         // The annotation still names what a person must look at.
-        match (&m.vm_name, &m.node) {
-            (Some(vm), _) => assert!(a.contains(vm.as_str()), "{a}"),
-            (_, Some(node)) => assert!(a.contains(&node[..100]), "{a}"),
-            _ => assert!(a.contains("shows 1000 of 1003 VMs"), "{a}"),
+        match &m.subject {
+            Subject::Vm(vm) => assert!(a.contains(vm.name.as_deref().unwrap()), "{a}"),
+            Subject::Node(node) => assert!(a.contains(&node[..100]), "{a}"),
+            Subject::MapRows { .. } => assert!(a.contains("shows 1000 of 1003 VMs"), "{a}"),
         }
     }
-    let all = longest_findings(&cluster);
+    let all = longest_findings();
     let rest: Vec<&Mismatch> = all.iter().collect();
     let s = summary_description(&cluster, CLUSTER_ID, "summary:20261130T100000Z", &rest);
     assert!(java_len(&s) <= 999);
@@ -134,7 +113,7 @@ fn the_longest_texts_fit_cloudstack_and_keep_their_marker() {
 #[test]
 fn longest_lengths() {
     let cluster = hostile_cluster_name();
-    let findings = longest_findings(&cluster);
+    let findings = longest_findings();
     let longest_alert = findings
         .iter()
         .map(|m| java_len(&alert_description(&cluster, CLUSTER_ID, m)))
@@ -147,12 +126,12 @@ fn longest_lengths() {
         .unwrap();
     let longest_alert_marker = findings
         .iter()
-        .map(|m| java_len(&alert_marker(CLUSTER_ID, &m.key())))
+        .map(|m| java_len(&alert_marker(CLUSTER_ID, &m.key().to_string())))
         .max()
         .unwrap();
     let longest_annotation_marker = findings
         .iter()
-        .map(|m| java_len(&annotation_marker(&m.key())))
+        .map(|m| java_len(&annotation_marker(&m.key().to_string())))
         .max()
         .unwrap();
     assert_eq!(
@@ -168,13 +147,7 @@ fn longest_lengths() {
 
 #[test]
 fn texts_read_well_for_ordinary_names() {
-    let m = vm_finding(
-        MismatchKind::MappedVm,
-        "web-node-v1",
-        "v1",
-        "Destroyed",
-        "VM web-node-v1 (v1) is one of the VMs of Kubernetes cluster web in CloudStack, but is destroyed",
-    );
+    let m = vm_finding(MismatchKind::MappedVm, "web-node-v1", "v1", "Destroyed");
     assert_eq!(
         alert_description("web", "c1", &m),
         "Kubernetes cluster web, VM web-node-v1 (v1): VM web-node-v1 (v1) is one of the VMs of Kubernetes cluster web in CloudStack, but is destroyed. Nothing was changed. Check whether the VM was destroyed or expunged on purpose, and the cluster's VM map (kubernetes_cluster_vm_map) that still lists it. [cks-drift c1/mapped_vm:v1]"
@@ -184,7 +157,7 @@ fn texts_read_well_for_ordinary_names() {
         "VM web-node-v1 in the VM map of this cluster is destroyed. Nothing was changed. Check the VM map row. [cks-drift mapped_vm:v1]"
     );
     assert_eq!(
-        annotation_text(&node_finding("stray", "")),
+        annotation_text(&node_finding("stray")),
         "Kubernetes node stray matches no VM of this cluster. Nothing was changed. Check the node with kubectl. [cks-drift node_without_vm:stray]"
     );
 }
@@ -236,4 +209,62 @@ fn a_text_queued_by_an_older_release_is_remarked_and_fitted() {
     assert!(t.ends_with(&annotation_marker(&key)));
     assert!(t.starts_with("xxxx"));
     assert!(!t.contains("[cks-drift c1/"));
+}
+
+#[test]
+fn reasons_name_the_cluster_and_what_was_found() {
+    let cases = [
+        (
+            vm_finding(MismatchKind::MappedVm, "web-node-a", "v1", "Destroyed"),
+            "VM web-node-a (v1) is one of the VMs of Kubernetes cluster web in CloudStack, but is destroyed",
+        ),
+        (
+            vm_finding(MismatchKind::MappedVm, "web-node-a", "v1", "Expunging"),
+            "VM web-node-a (v1) is one of the VMs of Kubernetes cluster web in CloudStack, but has been or is being expunged",
+        ),
+        (
+            vm_finding(MismatchKind::MappedVm, "web-node-a", "v1", "Error"),
+            "VM web-node-a (v1) is one of the VMs of Kubernetes cluster web in CloudStack, but is in Error state",
+        ),
+        (
+            vm_finding(MismatchKind::MappedVm, "web-node-a", "v1", "Expunged"),
+            "VM web-node-a (v1) is one of the VMs of Kubernetes cluster web in CloudStack, but has been expunged or unmanaged",
+        ),
+        (
+            Mismatch {
+                kind: MismatchKind::MappedVm,
+                subject: Subject::Vm(VmRef {
+                    id: "v9".into(),
+                    name: None,
+                    state: "Missing".into(),
+                }),
+            },
+            "VM with ID v9 is one of the VMs of Kubernetes cluster web in CloudStack, but does not exist",
+        ),
+        (
+            vm_finding(MismatchKind::UnmappedVm, "web-node-b", "v2", "Running"),
+            "VM web-node-b (v2, Running) is named as a node of Kubernetes cluster web but is not one of its VMs in CloudStack",
+        ),
+        (
+            vm_finding(MismatchKind::VmNotANode, "web-node-c", "v3", "Running"),
+            "VM web-node-c (v3) of Kubernetes cluster web is running but is not a Kubernetes node of the cluster",
+        ),
+        (
+            node_finding("stray"),
+            "Kubernetes node stray of cluster web matches no VM of the cluster in CloudStack",
+        ),
+        (
+            Mismatch {
+                kind: MismatchKind::MapCount,
+                subject: Subject::MapRows {
+                    shown: 3,
+                    expected: 5,
+                },
+            },
+            "Kubernetes cluster web should have 5 VMs (control nodes + size + etcd nodes) but its VM map shows 3: 2 map rows are missing or point to removed VMs",
+        ),
+    ];
+    for (m, expected) in cases {
+        assert_eq!(reason("web", &m), expected);
+    }
 }

@@ -574,7 +574,7 @@ async fn sigterm_mid_cycle_exits_0_with_a_valid_state_file() {
 
     let state: serde_json::Value =
         serde_json::from_slice(&std::fs::read(cloud.state_path()).unwrap()).unwrap();
-    assert_eq!(state["version"], 1);
+    assert_eq!(state["version"], 2);
     assert!(state["clusters"].get(&id).is_some(), "{state}");
     // Only the state, its lock and the event log: no temporary file left behind.
     let mut names: Vec<String> = std::fs::read_dir(cloud.state_path().parent().unwrap())

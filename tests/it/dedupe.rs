@@ -538,6 +538,7 @@ impl cks_drift::remote::NodeLister for FixedNodes {
 async fn a_failed_probe_skips_the_cluster_and_keeps_its_state() {
     use cks_drift::cloudstack::client::{Client, ClientOptions};
     use cks_drift::cycle::{ClusterStatus, CycleSettings, SkipKind, run_cycle};
+    use cks_drift::engine::observe;
     use cks_drift::state::State;
     use cks_drift::state::step::{StepSettings, previous_maps, step};
     use std::sync::Arc;
@@ -574,7 +575,7 @@ async fn a_failed_probe_skips_the_cluster_and_keeps_its_state() {
     let report = run_cycle(&api, lister.clone(), &settings, &previous_maps(&state), now)
         .await
         .unwrap();
-    step(&mut state, &report, &on, now);
+    step(&mut state, &observe(&mut report.clone()), &on, now);
     let before = state.clone();
 
     let worker = sim.with_world(|w| w.cluster(&id).unwrap().map[2].clone());
@@ -594,7 +595,7 @@ async fn a_failed_probe_skips_the_cluster_and_keeps_its_state() {
         c.reason
     );
     assert!(c.mismatches.is_empty());
-    step(&mut state, &report, &on, now);
+    step(&mut state, &observe(&mut report.clone()), &on, now);
     assert_eq!(
         state, before,
         "a cluster whose probe failed keeps its state and sends nothing"
@@ -698,7 +699,7 @@ async fn a_corrupt_state_file_is_moved_aside() {
         .filter(|n| n.starts_with("state.json.corrupt-"))
         .collect();
     assert_eq!(moved.len(), 1);
-    assert_eq!(state(&cloud)["version"], 1);
+    assert_eq!(state(&cloud)["version"], 2);
 }
 
 #[tokio::test]

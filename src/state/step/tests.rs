@@ -1,9 +1,6 @@
 //! The dedupe rules, cycle by cycle, without I/O.
-
-use std::time::Duration;
-
 use super::*;
-use crate::cycle::{ClusterOutcome, SkipKind};
+use crate::diff::{Subject, VmRef};
 
 const T0: i64 = 1_800_000_000;
 
@@ -12,45 +9,44 @@ fn at(min: i64) -> Timestamp {
 }
 
 fn m(kind: MismatchKind, subject: &str) -> Mismatch {
-    let (vm_id, vm_name, node) = match kind {
-        MismatchKind::NodeWithoutVm => (None, None, Some(subject.to_string())),
-        _ => (
-            Some(subject.to_string()),
-            Some(format!("web-node-{subject}")),
-            None,
-        ),
+    let subject = match kind {
+        MismatchKind::NodeWithoutVm => Subject::Node(subject.to_string()),
+        _ => Subject::Vm(VmRef {
+            id: subject.to_string(),
+            name: Some(format!("web-node-{subject}")),
+            state: "Running".into(),
+        }),
     };
-    Mismatch {
-        kind,
-        vm_id,
-        vm_name,
-        vm_state: Some("Running".into()),
-        node,
-        reason: format!("{} {subject}", kind.as_str()),
-    }
+    Mismatch { kind, subject }
 }
 
-fn cluster(status: ClusterStatus, mismatches: Vec<Mismatch>) -> ClusterOutcome {
-    ClusterOutcome {
+fn with_state(mut m: Mismatch, state: &str) -> Mismatch {
+    if let Subject::Vm(vm) = &mut m.subject {
+        vm.state = state.into();
+    }
+    m
+}
+
+fn key(s: &str) -> FindingKey {
+    FindingKey::parse(s).unwrap()
+}
+
+/// What a cycle observed of cluster `c1` (`web`).
+fn cluster(coverage: Coverage, mismatches: Vec<Mismatch>) -> Observed {
+    Observed {
         id: "c1".into(),
         name: "web".into(),
         zone_id: Some("z1".into()),
-        status,
-        skip: (status == ClusterStatus::Skipped).then_some(SkipKind::Rule),
-        reason: None,
-        node_failure: None,
+        coverage,
         mismatches,
         mapped: vec![("v1".into(), "web-control-1".into())],
         expected_vms: 3,
     }
 }
 
-fn report(clusters: Vec<ClusterOutcome>, min: i64) -> CycleReport {
-    CycleReport {
-        started: at(min),
-        duration: Duration::from_secs(1),
-        clusters,
-    }
+/// A cycle's observations; `_min` is when it started, for reading the tests.
+fn report(clusters: Vec<Observed>, _min: i64) -> Vec<Observed> {
+    clusters
 }
 
 const ON: StepSettings = StepSettings {
@@ -65,14 +61,15 @@ fn drain(state: &mut State) -> Vec<String> {
         .outbox
         .drain(..)
         .map(|o| match o.notification {
+            // A finding's event is shown by its key (its description is tested apart).
             Notification::Event {
                 level,
-                key,
-                description,
+                key: Some(key),
                 ..
-            } => {
-                format!("event {level:?} {} {description}", key.unwrap_or_default())
-            }
+            } => format!("event {level:?} {key}"),
+            Notification::Event {
+                level, description, ..
+            } => format!("event {level:?}  {description}"),
             Notification::RaiseAlert { key, covers, .. } if covers.is_empty() => {
                 format!("alert {key}")
             }
@@ -91,30 +88,19 @@ use MismatchKind::*;
 #[test]
 fn reported_once_then_silent() {
     let mut s = State::default();
-    let r = report(
-        vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])],
-        0,
-    );
+    let r = report(vec![cluster(Coverage::Full, vec![m(UnmappedVm, "v2")])], 0);
     let out = step(&mut s, &r, &ON, at(0));
-    assert_eq!(
-        out.new,
-        [("c1".to_string(), "unmapped_vm:v2".to_string())].into()
-    );
+    assert_eq!(out.new, [("c1".to_string(), key("unmapped_vm:v2"))].into());
     assert_eq!(
         drain(&mut s),
         vec![
-            "event Warn unmapped_vm:v2 unmapped_vm v2",
+            "event Warn unmapped_vm:v2",
             "annotate unmapped_vm:v2",
             "alert unmapped_vm:v2"
         ]
     );
     for cycle in 1..4 {
-        let out = step(
-            &mut s,
-            &report(r.clusters.clone(), cycle * 5),
-            &ON,
-            at(cycle * 5),
-        );
+        let out = step(&mut s, &report(r.clone(), cycle * 5), &ON, at(cycle * 5));
         assert!(out.new.is_empty());
         assert_eq!(drain(&mut s), Vec::<String>::new(), "cycle {cycle}");
         assert_eq!(out.open["c1"].len(), 1);
@@ -128,17 +114,14 @@ fn resolved_then_back_is_reported_again() {
     let mut s = State::default();
     step(
         &mut s,
-        &report(
-            vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])],
-            0,
-        ),
+        &report(vec![cluster(Coverage::Full, vec![m(UnmappedVm, "v2")])], 0),
         &ON,
         at(0),
     );
     drain(&mut s);
     let out = step(
         &mut s,
-        &report(vec![cluster(ClusterStatus::Checked, vec![])], 5),
+        &report(vec![cluster(Coverage::Full, vec![])], 5),
         &ON,
         at(5),
     );
@@ -154,10 +137,7 @@ fn resolved_then_back_is_reported_again() {
     assert!(s.clusters["c1"].vms.is_empty());
     let out = step(
         &mut s,
-        &report(
-            vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])],
-            10,
-        ),
+        &report(vec![cluster(Coverage::Full, vec![m(UnmappedVm, "v2")])], 10),
         &ON,
         at(10),
     );
@@ -172,7 +152,7 @@ fn only_new_mismatches_are_reported_when_the_set_changes() {
         &mut s,
         &report(
             vec![cluster(
-                ClusterStatus::Checked,
+                Coverage::Full,
                 vec![m(MappedVm, "v1"), m(UnmappedVm, "v2")],
             )],
             0,
@@ -185,7 +165,7 @@ fn only_new_mismatches_are_reported_when_the_set_changes() {
         &mut s,
         &report(
             vec![cluster(
-                ClusterStatus::Checked,
+                Coverage::Full,
                 vec![m(UnmappedVm, "v2"), m(UnmappedVm, "v3")],
             )],
             5,
@@ -193,15 +173,12 @@ fn only_new_mismatches_are_reported_when_the_set_changes() {
         &ON,
         at(5),
     );
-    assert_eq!(
-        out.new,
-        [("c1".to_string(), "unmapped_vm:v3".to_string())].into()
-    );
+    assert_eq!(out.new, [("c1".to_string(), key("unmapped_vm:v3"))].into());
     // v1 resolved (no INFO: the VM side still has v2 and v3), v3 new.
     assert_eq!(
         drain(&mut s),
         vec![
-            "event Warn unmapped_vm:v3 unmapped_vm v3",
+            "event Warn unmapped_vm:v3",
             "annotate unmapped_vm:v3",
             "alert unmapped_vm:v3",
             "archive mapped_vm:v1",
@@ -213,25 +190,19 @@ fn only_new_mismatches_are_reported_when_the_set_changes() {
 #[test]
 fn a_mapped_vm_keeps_its_key_from_destroyed_to_gone() {
     let mut s = State::default();
-    let mut destroyed = m(MappedVm, "v1");
-    destroyed.vm_state = Some("Destroyed".into());
+    let destroyed = with_state(m(MappedVm, "v1"), "Destroyed");
     step(
         &mut s,
-        &report(
-            vec![cluster(ClusterStatus::Checked, vec![destroyed.clone()])],
-            0,
-        ),
+        &report(vec![cluster(Coverage::Full, vec![destroyed.clone()])], 0),
         &ON,
         at(0),
     );
     drain(&mut s);
     for state in ["Expunging", "Expunged"] {
-        let mut next = destroyed.clone();
-        next.vm_state = Some(state.into());
-        next.reason = format!("now {state}");
+        let next = with_state(destroyed.clone(), state);
         let out = step(
             &mut s,
-            &report(vec![cluster(ClusterStatus::Checked, vec![next])], 5),
+            &report(vec![cluster(Coverage::Full, vec![next])], 5),
             &ON,
             at(5),
         );
@@ -250,7 +221,7 @@ fn sides_are_kept_separately() {
         &mut s,
         &report(
             vec![cluster(
-                ClusterStatus::Checked,
+                Coverage::Full,
                 vec![m(UnmappedVm, "v2"), m(VmNotANode, "v3")],
             )],
             0,
@@ -261,10 +232,7 @@ fn sides_are_kept_separately() {
     drain(&mut s);
     let out = step(
         &mut s,
-        &report(
-            vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])],
-            5,
-        ),
+        &report(vec![cluster(Coverage::Full, vec![m(UnmappedVm, "v2")])], 5),
         &ON,
         at(5),
     );
@@ -286,10 +254,7 @@ fn partial_check_keeps_node_findings_and_compares_vms() {
     let mut s = State::default();
     step(
         &mut s,
-        &report(
-            vec![cluster(ClusterStatus::Checked, vec![m(VmNotANode, "v3")])],
-            0,
-        ),
+        &report(vec![cluster(Coverage::Full, vec![m(VmNotANode, "v3")])], 0),
         &ON,
         at(0),
     );
@@ -297,20 +262,17 @@ fn partial_check_keeps_node_findings_and_compares_vms() {
     let out = step(
         &mut s,
         &report(
-            vec![cluster(ClusterStatus::Partial, vec![m(UnmappedVm, "v2")])],
+            vec![cluster(Coverage::VmsOnly, vec![m(UnmappedVm, "v2")])],
             5,
         ),
         &ON,
         at(5),
     );
-    assert_eq!(
-        out.new,
-        [("c1".to_string(), "unmapped_vm:v2".to_string())].into()
-    );
+    assert_eq!(out.new, [("c1".to_string(), key("unmapped_vm:v2"))].into());
     assert_eq!(
         drain(&mut s),
         vec![
-            "event Warn unmapped_vm:v2 unmapped_vm v2",
+            "event Warn unmapped_vm:v2",
             "annotate unmapped_vm:v2",
             "alert unmapped_vm:v2"
         ]
@@ -322,7 +284,7 @@ fn partial_check_keeps_node_findings_and_compares_vms() {
     // SSH back, both gone: two INFO events.
     step(
         &mut s,
-        &report(vec![cluster(ClusterStatus::Checked, vec![])], 10),
+        &report(vec![cluster(Coverage::Full, vec![])], 10),
         &ON,
         at(10),
     );
@@ -339,10 +301,7 @@ fn skipped_cluster_keeps_everything() {
     let mut s = State::default();
     step(
         &mut s,
-        &report(
-            vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])],
-            0,
-        ),
+        &report(vec![cluster(Coverage::Full, vec![m(UnmappedVm, "v2")])], 0),
         &ON,
         at(0),
     );
@@ -350,7 +309,7 @@ fn skipped_cluster_keeps_everything() {
     let before = s.clusters["c1"].clone();
     let out = step(
         &mut s,
-        &report(vec![cluster(ClusterStatus::Skipped, vec![])], 5),
+        &report(vec![cluster(Coverage::None, vec![])], 5),
         &ON,
         at(5),
     );
@@ -365,7 +324,7 @@ fn alert_cap_gives_a_summary() {
     let many: Vec<Mismatch> = (1..=8).map(|i| m(UnmappedVm, &format!("v{i}"))).collect();
     step(
         &mut s,
-        &report(vec![cluster(ClusterStatus::Checked, many)], 0),
+        &report(vec![cluster(Coverage::Full, many)], 0),
         &ON,
         at(0),
     );
@@ -395,7 +354,7 @@ fn summary_alert_is_archived_when_all_it_covers_resolve() {
     let many: Vec<Mismatch> = (1..=7).map(|i| m(UnmappedVm, &format!("v{i}"))).collect();
     step(
         &mut s,
-        &report(vec![cluster(ClusterStatus::Checked, many.clone())], 0),
+        &report(vec![cluster(Coverage::Full, many.clone())], 0),
         &ON,
         at(0),
     );
@@ -414,7 +373,7 @@ fn summary_alert_is_archived_when_all_it_covers_resolve() {
     // v7 resolves: v6 still open, the summary stays.
     step(
         &mut s,
-        &report(vec![cluster(ClusterStatus::Checked, many[..6].to_vec())], 5),
+        &report(vec![cluster(Coverage::Full, many[..6].to_vec())], 5),
         &ON,
         at(5),
     );
@@ -422,10 +381,7 @@ fn summary_alert_is_archived_when_all_it_covers_resolve() {
     // v6 resolves too: the summary is archived.
     step(
         &mut s,
-        &report(
-            vec![cluster(ClusterStatus::Checked, many[..5].to_vec())],
-            10,
-        ),
+        &report(vec![cluster(Coverage::Full, many[..5].to_vec())], 10),
         &ON,
         at(10),
     );
@@ -442,20 +398,14 @@ fn channels_off_queue_only_events() {
     };
     step(
         &mut s,
-        &report(
-            vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])],
-            0,
-        ),
+        &report(vec![cluster(Coverage::Full, vec![m(UnmappedVm, "v2")])], 0),
         &off,
         at(0),
     );
-    assert_eq!(
-        drain(&mut s),
-        vec!["event Warn unmapped_vm:v2 unmapped_vm v2"]
-    );
+    assert_eq!(drain(&mut s), vec!["event Warn unmapped_vm:v2"]);
     step(
         &mut s,
-        &report(vec![cluster(ClusterStatus::Checked, vec![])], 5),
+        &report(vec![cluster(Coverage::Full, vec![])], 5),
         &off,
         at(5),
     );
@@ -472,10 +422,7 @@ fn deleted_cluster_is_closed_but_an_empty_listing_is_not_trusted() {
     let mut s = State::default();
     step(
         &mut s,
-        &report(
-            vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])],
-            0,
-        ),
+        &report(vec![cluster(Coverage::Full, vec![m(UnmappedVm, "v2")])], 0),
         &ON,
         at(0),
     );
@@ -485,7 +432,7 @@ fn deleted_cluster_is_closed_but_an_empty_listing_is_not_trusted() {
     assert_eq!(drain(&mut s), Vec::<String>::new());
     assert!(s.clusters.contains_key("c1"));
     // Another cluster listed, c1 gone: closed.
-    let mut other = cluster(ClusterStatus::Checked, vec![]);
+    let mut other = cluster(Coverage::Full, vec![]);
     other.id = "c2".into();
     step(&mut s, &report(vec![other], 10), &ON, at(10));
     assert_eq!(
@@ -504,10 +451,7 @@ fn state_round_trips_through_json() {
     let mut s = State::default();
     step(
         &mut s,
-        &report(
-            vec![cluster(ClusterStatus::Checked, vec![m(UnmappedVm, "v2")])],
-            0,
-        ),
+        &report(vec![cluster(Coverage::Full, vec![m(UnmappedVm, "v2")])], 0),
         &ON,
         at(0),
     );

@@ -1,0 +1,190 @@
+//! Builds each cluster's snapshot from a cycle's inventory: which VMs are its map, which of
+//! its owner's VMs are named as its nodes, which of those another cluster maps, its gone map
+//! rows and its node view. Pure: no clock, no I/O; the rules come from `cks` and `naming`.
+
+use std::collections::{BTreeSet, HashMap};
+
+use crate::cks::{cluster_info, owner_of_cluster, owner_of_vm, skip_reason};
+use crate::cloudstack::model::VirtualMachine;
+use crate::inventory::Inventory;
+use crate::naming::{NameIndex, NodeRole};
+use crate::snapshot::{ClusterSnapshot, NodeView, Vm, VmState};
+use crate::time::Timestamp;
+
+/// Why a cluster was skipped; decides what dedupe may do with its earlier findings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SkipKind {
+    /// By rule: its state or type is not checked.
+    Rule,
+    /// Its state or map changed while it was being checked.
+    Changed,
+    /// An API call for it failed.
+    ApiFailed,
+}
+
+/// What became of one cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    Skipped {
+        kind: SkipKind,
+        reason: String,
+    },
+    /// Ready for the comparison. `partial` is why the nodes could not be listed, with the
+    /// failure label for metrics, when they could not.
+    Compare {
+        snapshot: Box<ClusterSnapshot>,
+        partial: Option<(String, Option<&'static str>)>,
+    },
+}
+
+/// One cluster of the inventory, assembled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Assembled {
+    pub id: String,
+    pub name: String,
+    pub zone_id: Option<String>,
+    /// The mapped VM ids (and names) as the API showed them.
+    pub mapped: Vec<(String, String)>,
+    /// `controlnodes + size + etcdnodes`.
+    pub expected_vms: u32,
+    pub verdict: Verdict,
+}
+
+fn to_vm(vm: &VirtualMachine, etcd_by_name: bool) -> Vm {
+    Vm {
+        id: vm.id.clone(),
+        name: vm.name.clone(),
+        state: VmState::parse(&vm.state),
+        created: vm.created.as_deref().and_then(Timestamp::parse),
+        last_updated: vm.lastupdated.as_deref().and_then(Timestamp::parse),
+        etcd: vm.isetcdnode.unwrap_or(false) || etcd_by_name,
+    }
+}
+
+/// Every cluster of the inventory, in its order, skipped with a reason or with its snapshot.
+pub fn assemble(inventory: Inventory) -> Vec<Assembled> {
+    let Inventory {
+        clusters,
+        vms,
+        mut nodes,
+        again,
+        mut vanished,
+    } = inventory;
+    let checkable: Vec<usize> = (0..clusters.len())
+        .filter(|&i| skip_reason(&clusters[i]).is_none())
+        .collect();
+
+    // Every VM id in any cluster's map, checked or not.
+    let mut mapped_by: HashMap<&str, usize> = HashMap::new();
+    for (i, c) in clusters.iter().enumerate() {
+        for vm in &c.virtualmachines {
+            mapped_by.entry(vm.id.as_str()).or_insert(i);
+        }
+    }
+
+    let index = NameIndex::new(checkable.iter().filter_map(|&i| {
+        let c = &clusters[i];
+        owner_of_cluster(c).map(|o| (o, c.name.as_str(), c.id.as_str()))
+    }));
+
+    // The owner's VMs named as nodes of each checkable cluster, in one pass over the VMs.
+    let mut named: HashMap<usize, Vec<Vm>> = HashMap::new();
+    for vm in &vms {
+        let Some(owner) = owner_of_vm(vm) else {
+            continue;
+        };
+        for (k, role) in index.lookup(&owner, &vm.name) {
+            named
+                .entry(checkable[k])
+                .or_default()
+                .push(to_vm(vm, role == NodeRole::Etcd));
+        }
+    }
+
+    let mut out = Vec::with_capacity(clusters.len());
+    for (i, c) in clusters.iter().enumerate() {
+        let info = cluster_info(c);
+        let skipped = |kind, reason: String| Verdict::Skipped { kind, reason };
+        let verdict = if let Some(reason) = skip_reason(c) {
+            skipped(SkipKind::Rule, reason)
+        } else {
+            match again.get(&c.id) {
+                None => skipped(
+                    SkipKind::Changed,
+                    "the cluster disappeared during the check".into(),
+                ),
+                Some(now_c) if !now_c.same_as(c) => skipped(
+                    SkipKind::Changed,
+                    if now_c.state != c.state {
+                        format!(
+                            "its state changed from {} to {} during the check",
+                            c.state, now_c.state
+                        )
+                    } else {
+                        "its VM map changed during the check".to_string()
+                    },
+                ),
+                Some(_) => match vanished.remove(&i) {
+                    Some(Err(e)) => {
+                        skipped(SkipKind::ApiFailed, format!("an API call failed: {e}"))
+                    }
+                    gone => {
+                        let etcd_prefix = crate::naming::etcd_prefix(&c.name, &c.id);
+                        let is_etcd_name = |name: &str| {
+                            crate::naming::split(name)
+                                .iter()
+                                .any(|(p, r)| *r == NodeRole::Etcd && *p == etcd_prefix)
+                        };
+                        let mapped: Vec<Vm> = c
+                            .virtualmachines
+                            .iter()
+                            .map(|vm| to_vm(vm, is_etcd_name(&vm.name)))
+                            .collect();
+                        let named = named.remove(&i).unwrap_or_default();
+                        let mapped_elsewhere: BTreeSet<String> = named
+                            .iter()
+                            .filter(|vm| mapped_by.get(vm.id.as_str()).is_some_and(|&j| j != i))
+                            .map(|vm| vm.id.clone())
+                            .collect();
+                        let (view, failure) = nodes.remove(&i).unwrap_or((
+                            NodeView::Unknown {
+                                reason: "the node listing did not finish".into(),
+                            },
+                            Some("internal"),
+                        ));
+                        let partial = match &view {
+                            NodeView::Unknown { reason } => {
+                                Some((format!("nodes not listed: {reason}"), failure))
+                            }
+                            NodeView::Listed(_) => None,
+                        };
+                        Verdict::Compare {
+                            snapshot: Box::new(ClusterSnapshot {
+                                cluster: info.clone(),
+                                mapped,
+                                named,
+                                mapped_elsewhere,
+                                vanished: gone.and_then(Result::ok).unwrap_or_default(),
+                                nodes: view,
+                            }),
+                            partial,
+                        }
+                    }
+                },
+            }
+        };
+        out.push(Assembled {
+            id: c.id.clone(),
+            name: c.name.clone(),
+            zone_id: c.zoneid.clone(),
+            mapped: c
+                .virtualmachines
+                .iter()
+                .map(|vm| (vm.id.clone(), vm.name.clone()))
+                .collect(),
+            expected_vms: info.expected_vms(),
+            verdict,
+        });
+    }
+    out
+}

@@ -1,0 +1,321 @@
+//! What one cycle reads, and reading it: every cluster with its VM map, the networks, the VMs
+//! named like CKS nodes, each checkable cluster's Kubernetes nodes over SSH (bounded
+//! concurrency, started as soon as clusters and networks are in, while the VMs are still
+//! read), the clusters read again, and probes of map rows the API stopped showing.
+//!
+//! I/O only: which clusters are checked and where SSH goes come from `cks`, and turning the
+//! inventory into snapshots is the pure `assemble`. Nothing here changes anything in
+//! CloudStack.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use tokio::sync::Semaphore;
+use tracing::{Instrument, debug, info_span, warn};
+
+use crate::cks::{ROOT_SCOPE, cluster_info, skip_reason, ssh_target};
+use crate::cloudstack::client::Client;
+use crate::cloudstack::error::ApiError;
+use crate::cloudstack::model::{KubernetesCluster, Network, VirtualMachine};
+use crate::remote::NodeLister;
+use crate::snapshot::{NodeView, PreviousMap, VanishedHow, VanishedVm};
+
+/// A cycle that could not run at all: a listing every cluster needs failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CycleError {
+    #[error("cannot list {what}")]
+    List {
+        what: &'static str,
+        #[source]
+        source: ApiError,
+    },
+}
+
+/// A cluster's node listing: the view, and the failure label of a listing that failed
+/// (`connect`, `auth`, ...), for metrics.
+pub type NodeListing = (NodeView, Option<&'static str>);
+
+/// Everything one cycle read.
+#[derive(Debug)]
+pub struct Inventory {
+    /// Every cluster, in the API's order.
+    pub clusters: Vec<KubernetesCluster>,
+    /// The VMs named like a CKS node, and those mapped last cycle; the others were dropped
+    /// while the pages were read.
+    pub vms: Vec<VirtualMachine>,
+    /// By cluster index, for each cluster the rules check.
+    pub nodes: HashMap<usize, NodeListing>,
+    /// The clusters as read again after the node listings, by id.
+    pub again: HashMap<String, ClusterFingerprint>,
+    /// By cluster index, for each checked cluster that did not change during the check: its
+    /// map rows the API stopped showing, or the API error that stopped the probe.
+    pub vanished: HashMap<usize, Result<Vec<VanishedVm>, String>>,
+}
+
+/// Reads one cycle's inventory. `previous` is what earlier cycles saw of each cluster's map
+/// (empty on the first cycle).
+pub async fn fetch(
+    api: &Client,
+    lister: Arc<dyn NodeLister>,
+    concurrency: usize,
+    default_user: &str,
+    previous: &HashMap<String, PreviousMap>,
+) -> Result<Inventory, CycleError> {
+    // Of all VMs, only those named like a CKS node can be a cluster's, and only those mapped
+    // last cycle are looked up by id: the rest (most VMs of a cloud) is dropped while the
+    // pages are read.
+    let known: HashSet<&str> = previous
+        .values()
+        .flat_map(|p| p.vms.keys().chain(p.vanished.keys()))
+        .map(String::as_str)
+        .collect();
+    let keep = |vm: &VirtualMachine| {
+        !crate::naming::split(&vm.name).is_empty() || known.contains(vm.id.as_str())
+    };
+    let vm_listing = async {
+        api.list_where::<VirtualMachine, _>(
+            "listVirtualMachines",
+            "virtualmachine",
+            &[("listall", "true"), ("projectid", "-1"), ("details", "min")],
+            keep,
+        )
+        .await
+        .map_err(|source| CycleError::List {
+            what: "virtual machines",
+            source,
+        })
+    };
+    // The clusters and the networks are all the node listings need: these start as soon as
+    // both are read, while the VMs, the largest listing, are still being read.
+    let clusters_and_nodes = async {
+        let (clusters, networks) = tokio::join!(
+            api.list::<KubernetesCluster>(
+                "listKubernetesClusters",
+                "kubernetescluster",
+                &ROOT_SCOPE
+            ),
+            api.list::<Network>("listNetworks", "network", &ROOT_SCOPE),
+        );
+        let clusters = clusters.map_err(|source| CycleError::List {
+            what: "Kubernetes clusters",
+            source,
+        })?;
+        let networks = networks.map_err(|source| CycleError::List {
+            what: "networks",
+            source,
+        })?;
+        debug!(
+            clusters = clusters.len(),
+            networks = networks.len(),
+            "listed"
+        );
+        let checkable: Vec<usize> = (0..clusters.len())
+            .filter(|&i| skip_reason(&clusters[i]).is_none())
+            .collect();
+        let nodes = list_nodes(
+            &clusters,
+            &networks,
+            &checkable,
+            lister,
+            concurrency,
+            default_user,
+        )
+        .await;
+        Ok((clusters, checkable, nodes))
+    };
+    // Whichever fails first ends the cycle at once; the other is dropped, which aborts the
+    // node listings still running.
+    let (vms, (clusters, checkable, nodes)) = tokio::try_join!(vm_listing, clusters_and_nodes)?;
+    debug!(vms_kept = vms.len(), "VMs listed");
+
+    // Read the clusters again: anything whose state or map changed meanwhile is not reported
+    // this cycle (an operation ran during the check). Only the state and the map's ids are
+    // compared, so only they are kept.
+    let again: HashMap<String, ClusterFingerprint> = api
+        .list::<ClusterFingerprint>("listKubernetesClusters", "kubernetescluster", &ROOT_SCOPE)
+        .await
+        .map_err(|source| CycleError::List {
+            what: "Kubernetes clusters (second read)",
+            source,
+        })?
+        .into_iter()
+        .map(|c| (c.id.clone(), c))
+        .collect();
+
+    let vm_by_id: HashMap<&str, &VirtualMachine> =
+        vms.iter().map(|vm| (vm.id.as_str(), vm)).collect();
+    let mut vanished = HashMap::new();
+    for &i in &checkable {
+        let c = &clusters[i];
+        if !again.get(&c.id).is_some_and(|a| a.same_as(c)) {
+            continue;
+        }
+        let expected = cluster_info(c).expected_vms();
+        let probed = probe_vanished(api, c, expected, previous.get(&c.id), &vm_by_id).await;
+        if let Err(e) = &probed {
+            warn!(cluster = %c.name, error = %e, "cannot probe map rows the API stopped showing");
+        }
+        vanished.insert(i, probed.map_err(|e| e.to_string()));
+    }
+    Ok(Inventory {
+        clusters,
+        vms,
+        nodes,
+        again,
+        vanished,
+    })
+}
+
+/// What the second cluster read keeps of each cluster: its state and the ids of its map, to
+/// notice an operation that ran during the check.
+#[derive(Debug, serde::Deserialize)]
+pub struct ClusterFingerprint {
+    pub id: String,
+    #[serde(default)]
+    pub state: String,
+    #[serde(default)]
+    virtualmachines: Vec<MapRowId>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct MapRowId {
+    id: String,
+}
+
+impl ClusterFingerprint {
+    pub fn same_as(&self, c: &KubernetesCluster) -> bool {
+        self.state == c.state
+            && self
+                .virtualmachines
+                .iter()
+                .map(|vm| vm.id.as_str())
+                .eq(c.virtualmachines.iter().map(|vm| vm.id.as_str()))
+    }
+}
+
+/// A node view per checkable cluster (by index), with the failure label of listings that
+/// failed. At most `concurrency` listings run at once; dropping the future aborts
+/// those still running.
+async fn list_nodes(
+    clusters: &[KubernetesCluster],
+    networks: &[Network],
+    checkable: &[usize],
+    lister: Arc<dyn NodeLister>,
+    concurrency: usize,
+    default_user: &str,
+) -> HashMap<usize, (NodeView, Option<&'static str>)> {
+    let networks: HashMap<&str, &Network> = networks.iter().map(|n| (n.id.as_str(), n)).collect();
+    let semaphore = Arc::new(Semaphore::new(concurrency.max(1)));
+    let mut listings = tokio::task::JoinSet::new();
+    for &i in checkable {
+        let c = &clusters[i];
+        let network = c
+            .networkid
+            .as_deref()
+            .and_then(|id| networks.get(id).copied());
+        let target = ssh_target(c, network, default_user).map_err(str::to_string);
+        let lister = lister.clone();
+        let semaphore = semaphore.clone();
+        let span = info_span!("cluster", cluster = %c.name, id = %c.id);
+        listings.spawn(
+                async move {
+                    let target = match target {
+                        Ok(t) => t,
+                        Err(reason) => return (i, NodeView::Unknown { reason }, None),
+                    };
+                    let _permit = semaphore.acquire_owned().await;
+                    match lister.list_nodes(&target).await {
+                        Ok(nodes) => (i, NodeView::Listed(nodes), None),
+                        Err(e) => {
+                            warn!(host = %target.host, port = target.port, user = %target.user, error = %e, "cannot list the Kubernetes nodes; comparing the VM map with the VMs only");
+                            (i, NodeView::Unknown { reason: e.to_string() }, Some(e.reason()))
+                        }
+                    }
+                }
+                .instrument(span),
+            );
+    }
+    let mut node_views = HashMap::new();
+    while let Some(joined) = listings.join_next().await {
+        match joined {
+            Ok((i, view, failure)) => {
+                node_views.insert(i, (view, failure));
+            }
+            Err(e) => warn!(error = %e, "a node listing task failed"),
+        }
+    }
+    node_views
+}
+
+/// Map rows the API stopped showing: ids mapped last cycle, gone from `virtualmachines` now,
+/// while the cluster's expected size did not shrink (a scale-down removes rows legitimately).
+/// Each is probed with `listVirtualMachines id=`: an empty list means expunged or unmanaged,
+/// error 431 means no such VM. A VM the probe still finds only lost its map row; it is judged
+/// like any other VM of the cluster.
+async fn probe_vanished(
+    api: &Client,
+    c: &KubernetesCluster,
+    expected_vms: u32,
+    previous: Option<&PreviousMap>,
+    listed: &HashMap<&str, &VirtualMachine>,
+) -> Result<Vec<VanishedVm>, ApiError> {
+    let Some(prev) = previous else {
+        return Ok(vec![]);
+    };
+    let now_ids: BTreeSet<&str> = c.virtualmachines.iter().map(|vm| vm.id.as_str()).collect();
+    // Gone rows can only stand for map entries the API does not show: at most
+    // `expected - shown` of them. Beyond that the rows were deleted (a scale-down, a fix in
+    // the database) and their findings resolve.
+    let room = (expected_vms as usize).saturating_sub(now_ids.len());
+    let mut out = Vec::new();
+    // Already known gone, finding still open: kept without probing again, unless the row
+    // came back.
+    for (id, (name, how)) in &prev.vanished {
+        if !now_ids.contains(id.as_str()) && !listed.contains_key(id.as_str()) {
+            out.push(VanishedVm {
+                id: id.clone(),
+                name: name.clone(),
+                how: *how,
+            });
+        }
+    }
+    // A scale-down removes rows legitimately: nothing new is probed then.
+    if expected_vms >= prev.expected_vms {
+        for (id, name) in &prev.vms {
+            if out.len() >= room {
+                break;
+            }
+            // Still mapped, already known, or the VM exists and only its row went.
+            if now_ids.contains(id.as_str())
+                || prev.vanished.contains_key(id)
+                || listed.contains_key(id.as_str())
+            {
+                continue;
+            }
+            let scope = [
+                ("id", id.as_str()),
+                ("listall", "true"),
+                ("projectid", "-1"),
+            ];
+            match api
+                .list::<VirtualMachine>("listVirtualMachines", "virtualmachine", &scope)
+                .await
+            {
+                Ok(found) if found.is_empty() => out.push(VanishedVm {
+                    id: id.clone(),
+                    name: Some(name.clone()),
+                    how: VanishedHow::Expunged,
+                }),
+                Ok(_) => {}
+                Err(e) if e.code() == Some(431) => out.push(VanishedVm {
+                    id: id.clone(),
+                    name: Some(name.clone()),
+                    how: VanishedHow::DoesNotExist,
+                }),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    out.truncate(room);
+    Ok(out)
+}
