@@ -10,6 +10,15 @@ use std::time::Duration;
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
 
+/// The problem of a table no release knows.
+const UNKNOWN_TABLE: &str = "is not a known table; the tables are [cloudstack], [ssh], [check], \
+     [state], [notify], [http] and [log]";
+
+/// The problem of a config without `ssh.private_key`.
+const PRIVATE_KEY_MISSING: &str = "is missing; point it at the management server's key \
+     (/var/lib/cloudstack/management/.ssh/id_rsa on Debian/Ubuntu packages, \
+     /var/cloudstack/management/.ssh/id_rsa on EL) or the private half of the cluster's key pair";
+
 impl Secret {
     pub fn new(s: impl Into<String>) -> Self {
         Secret(s.into())
@@ -475,13 +484,16 @@ impl Config {
         };
         for (table, value) in &root {
             match KNOWN_KEYS.iter().find(|(t, _)| t == table) {
-                None => r.problem(table, "is not a known table; the tables are [cloudstack], [ssh], [check], [state], [notify], [http] and [log]"),
+                None => r.problem(table, UNKNOWN_TABLE),
                 Some((_, keys)) => match value.as_table() {
                     None => r.problem(table, "must be a table"),
                     Some(t) => {
                         for key in t.keys() {
                             if !keys.contains(&key.as_str()) {
-                                r.problem(&format!("{table}.{key}"), format!("is not a known key; [{table}] takes {}", keys.join(", ")));
+                                let known = keys.join(", ");
+                                let problem =
+                                    format!("is not a known key; [{table}] takes {known}");
+                                r.problem(&format!("{table}.{key}"), problem);
                             }
                         }
                     }
@@ -531,7 +543,7 @@ impl Config {
 
         let private_key = r.path("ssh.private_key").unwrap_or_else(|| {
             if r.value("ssh.private_key").is_none() {
-                r.problem("ssh.private_key", "is missing; point it at the management server's key (/var/lib/cloudstack/management/.ssh/id_rsa on Debian/Ubuntu packages, /var/cloudstack/management/.ssh/id_rsa on EL) or the private half of the cluster's key pair");
+                r.problem("ssh.private_key", PRIVATE_KEY_MISSING);
             }
             PathBuf::new()
         });

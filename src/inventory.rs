@@ -31,6 +31,9 @@ pub enum CycleError {
     },
 }
 
+/// The warning of a node listing that failed.
+const PARTIAL: &str = "cannot list the Kubernetes nodes; comparing the VM map with the VMs only";
+
 /// A cluster's node listing: the view, and the failure label of a listing that failed
 /// (`connect`, `auth`, ...), for metrics.
 pub type NodeListing = (NodeView, Option<&'static str>);
@@ -218,22 +221,29 @@ async fn list_nodes(
         let semaphore = semaphore.clone();
         let span = info_span!("cluster", cluster = %c.name, id = %c.id);
         listings.spawn(
-                async move {
-                    let target = match target {
-                        Ok(t) => t,
-                        Err(reason) => return (i, NodeView::Unknown { reason }, None),
-                    };
-                    let _permit = semaphore.acquire_owned().await;
-                    match lister.list_nodes(&target).await {
-                        Ok(nodes) => (i, NodeView::Listed(nodes), None),
-                        Err(e) => {
-                            warn!(host = %target.host, port = target.port, user = %target.user, error = %e, "cannot list the Kubernetes nodes; comparing the VM map with the VMs only");
-                            (i, NodeView::Unknown { reason: e.to_string() }, Some(e.reason()))
-                        }
+            async move {
+                let target = match target {
+                    Ok(t) => t,
+                    Err(reason) => return (i, NodeView::Unknown { reason }, None),
+                };
+                let _permit = semaphore.acquire_owned().await;
+                match lister.list_nodes(&target).await {
+                    Ok(nodes) => (i, NodeView::Listed(nodes), None),
+                    Err(e) => {
+                        warn!(
+                            host = %target.host,
+                            port = target.port,
+                            user = %target.user,
+                            error = %e,
+                            "{PARTIAL}"
+                        );
+                        let reason = e.to_string();
+                        (i, NodeView::Unknown { reason }, Some(e.reason()))
                     }
                 }
-                .instrument(span),
-            );
+            }
+            .instrument(span),
+        );
     }
     let mut node_views = HashMap::new();
     while let Some(joined) = listings.join_next().await {

@@ -29,6 +29,10 @@ pub struct DeliverySettings {
     pub alert_types: std::ops::RangeInclusive<u32>,
 }
 
+/// The ERROR line of a notification CloudStack refused for good.
+const REFUSED: &str =
+    "CloudStack refused the notification for good; it is dropped and nothing else waits for it";
+
 /// Outcome counts of one delivery pass, by (channel, outcome): `delivered`, `refused` (for
 /// good, dropped) or `failed` (kept).
 pub type DeliveryCounts = BTreeMap<(&'static str, &'static str), u64>;
@@ -99,7 +103,7 @@ pub async fn deliver<E>(
                     key,
                     attempts = item.attempts + 1,
                     error = %crate::error_chain::error_chain(&e),
-                    "CloudStack refused the notification for good; it is dropped and nothing else waits for it"
+                    "{REFUSED}"
                 );
                 state.outbox.remove(i);
                 *counts.entry((channel, "refused")).or_default() += 1;

@@ -391,8 +391,12 @@ fn summaries_to_archive(state: &State, cluster_id: &str, open: &BTreeSet<&String
     }
     // Do not queue the same archive twice.
     out.retain(|key| {
-        !state.outbox.iter().any(|o| {
-            matches!(&o.notification, Notification::ArchiveAlert { cluster_id: cid, key: k } if cid == cluster_id && k == key)
+        !state.outbox.iter().any(|o| match &o.notification {
+            Notification::ArchiveAlert {
+                cluster_id: cid,
+                key: k,
+            } => cid == cluster_id && k == key,
+            _ => false,
         })
     });
     out

@@ -57,7 +57,11 @@ async fn deleted_map_row_is_an_unmapped_vm() {
     assert_eq!(m["vm_state"], "Running");
     assert_eq!(
         m["reason"],
-        format!("VM {name} ({worker}, Running) is named as a node of Kubernetes cluster web but is not one of its VMs in CloudStack").as_str()
+        format!(
+            "VM {name} ({worker}, Running) is named as a node of Kubernetes cluster web \
+             but is not one of its VMs in CloudStack"
+        )
+        .as_str()
     );
     // Its Kubernetes node matches the unmapped VM: no node finding.
     assert_eq!(clusters(&report), vec![(s("web"), s("checked"), None)]);
@@ -150,7 +154,12 @@ async fn stopped_kubelet_is_a_vm_that_is_not_a_node() {
     );
     assert_eq!(
         report["mismatches"][0]["reason"],
-        format!("VM {} ({}) of Kubernetes cluster web is running but is not a Kubernetes node of the cluster", names[2], ids[2]).as_str()
+        format!(
+            "VM {} ({}) of Kubernetes cluster web is running but is not a Kubernetes node \
+             of the cluster",
+            names[2], ids[2]
+        )
+        .as_str()
     );
 }
 

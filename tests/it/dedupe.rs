@@ -511,10 +511,14 @@ impl cks_drift::cloudstack::transport::Transport for FailingProbe {
     ) -> cks_drift::cloudstack::transport::TransportFuture<'_> {
         if request.command == "listVirtualMachines" && request.params.iter().any(|(k, _)| k == "id")
         {
+            let body = concat!(
+                r#"{"listvirtualmachinesresponse":{"uuidList":[],"#,
+                r#""errorcode":530,"errortext":"database down"}}"#
+            );
             return Box::pin(async {
                 Ok(cks_drift::cloudstack::transport::RawResponse {
                     status: 530,
-                    body: r#"{"listvirtualmachinesresponse":{"uuidList":[],"errorcode":530,"errortext":"database down"}}"#.into(),
+                    body: body.into(),
                 })
             });
         }
