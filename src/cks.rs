@@ -99,24 +99,46 @@ pub fn ssh_port(network: Option<&Network>, control_nodes: u32) -> u16 {
 /// Where CKS itself logs in to a cluster's control node: the host of its `endpoint`, the
 /// port for its network (see [`ssh_port`]), and the first mapped VM's `controlNodeLoginUser`
 /// detail, else `default_user`. `network` is the cluster's network, if it was listed.
+///
+/// The detail is the tenant's to set: anything but a plain user name (see
+/// [`is_plain_user_name`]) is a reason not to log in at all, and the cluster is compared
+/// map-to-VMs only.
 pub fn ssh_target(
     c: &KubernetesCluster,
     network: Option<&Network>,
     default_user: &str,
-) -> Result<SshTarget, &'static str> {
+) -> Result<SshTarget, String> {
     let host = endpoint_host(c.endpoint.as_deref()).ok_or(NO_ENDPOINT)?;
-    let user = c
+    let detail = c
         .virtualmachines
         .first()
         .and_then(|vm| vm.details.get("controlNodeLoginUser"))
-        .filter(|u| !u.trim().is_empty())
-        .cloned()
-        .unwrap_or_else(|| default_user.to_string());
+        .filter(|u| !u.trim().is_empty());
+    let user = match detail {
+        Some(u) if !is_plain_user_name(u) => {
+            return Err(format!(
+                "the controlNodeLoginUser detail of the cluster's first VM is not a plain user \
+                 name (\"{}\"); cks-drift does not log in as it",
+                crate::untrusted::shown(u, 64)
+            ));
+        }
+        Some(u) => u.clone(),
+        None => default_user.to_string(),
+    };
     Ok(SshTarget {
         host,
         port: ssh_port(network, cluster_info(c).control_nodes),
         user,
     })
+}
+
+/// 1 to 32 characters of `A-Z a-z 0-9 . _ -`, not starting with `-` or `.`: what a login
+/// name is on the control node images CKS uses, and nothing a shell or sudo reads otherwise.
+pub fn is_plain_user_name(u: &str) -> bool {
+    (1..=32).contains(&u.len())
+        && u.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        && !u.starts_with(['-', '.'])
 }
 
 #[cfg(test)]
@@ -185,7 +207,10 @@ mod tests {
         );
         let mut no_endpoint = c;
         no_endpoint.endpoint = None;
-        assert_eq!(ssh_target(&no_endpoint, None, "cloud"), Err(NO_ENDPOINT));
+        assert_eq!(
+            ssh_target(&no_endpoint, None, "cloud"),
+            Err(NO_ENDPOINT.to_string())
+        );
     }
 
     fn cluster(state: &str, ty: Option<&str>) -> KubernetesCluster {
@@ -218,6 +243,38 @@ mod tests {
         assert_eq!(
             skip_reason(&cluster("Running", Some("ExternalManaged"))),
             Some("ExternalManaged cluster: its VMs are not managed by CloudStack".into())
+        );
+    }
+
+    #[test]
+    fn only_a_plain_login_user_is_taken_from_the_tenant() {
+        for ok in ["cloud", "core", "ubuntu", "k8s_admin", "a.b-c", "U1"] {
+            assert!(is_plain_user_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "-oProxyCommand=x",
+            ".hidden",
+            "root\nforged",
+            "a b",
+            "x;reboot",
+            "$(id)",
+            "ünïcode",
+            &"a".repeat(33),
+        ] {
+            assert!(!is_plain_user_name(bad), "{bad:?}");
+        }
+        let c: KubernetesCluster = serde_json::from_value(serde_json::json!({
+            "id": "c", "name": "n", "state": "Running", "controlnodes": 1,
+            "endpoint": "https://10.1.1.10:6443/",
+            "virtualmachines": [{"id": "v1", "details": {"controlNodeLoginUser": "root\u{1b}[2J"}}]
+        }))
+        .unwrap();
+        assert_eq!(
+            ssh_target(&c, None, "cloud"),
+            Err("the controlNodeLoginUser detail of the cluster's first VM is not a plain user \
+                 name (\"root\\x1b[2J\"); cks-drift does not log in as it"
+                .to_string())
         );
     }
 }

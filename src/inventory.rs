@@ -216,7 +216,7 @@ async fn list_nodes(
             .networkid
             .as_deref()
             .and_then(|id| networks.get(id).copied());
-        let target = ssh_target(c, network, default_user).map_err(str::to_string);
+        let target = ssh_target(c, network, default_user);
         let lister = lister.clone();
         let semaphore = semaphore.clone();
         let span = info_span!("cluster", cluster = %c.name, id = %c.id);

@@ -29,5 +29,6 @@ pub mod sim;
 pub mod snapshot;
 pub mod state;
 pub mod time;
+pub mod untrusted;
 pub mod validate;
 pub mod wording;

@@ -138,6 +138,15 @@ impl SshNodeLister {
         let deadline = Instant::now() + self.connect_timeout;
         let stream = self.connect_tcp(target, deadline).await?;
         debug!("tcp connected");
+        // russh runs the session on a task of its own, which a dropped future does not stop:
+        // a peer that stalls the key exchange, and keeps the inactivity timer alive, would
+        // keep the socket and the task for ever. A second handle on the socket ends the
+        // connection when this listing ends, whatever the peer does.
+        let (stream, _ends) = SocketGuard::take(stream).map_err(|source| NodeListError::Connect {
+            host: target.host.clone(),
+            port: target.port,
+            source,
+        })?;
 
         let refusal = Arc::new(StdMutex::new(None));
         let check = HostKeyCheck {
@@ -499,6 +508,25 @@ async fn close(handle: client::Handle<HostKeyCheck>) {
     }
 }
 
+/// A duplicate of a connection's socket that shuts the connection down when dropped, so the
+/// session task reading from it sees the end of the stream and stops.
+struct SocketGuard(std::net::TcpStream);
+
+impl SocketGuard {
+    fn take(stream: TcpStream) -> std::io::Result<(TcpStream, SocketGuard)> {
+        let std_stream = stream.into_std()?;
+        let duplicate = std_stream.try_clone()?;
+        Ok((TcpStream::from_std(std_stream)?, SocketGuard(duplicate)))
+    }
+}
+
+impl Drop for SocketGuard {
+    fn drop(&mut self) {
+        // Already closed by the peer or by a clean disconnect: nothing to do.
+        let _ = self.0.shutdown(std::net::Shutdown::Both);
+    }
+}
+
 /// Checks the server's host key during key exchange. russh turns a refusal into a bare
 /// `UnknownKey`, so the reason is left in `refusal` for the caller.
 struct HostKeyCheck {
@@ -526,6 +554,95 @@ impl client::Handler for HostKeyCheck {
             }
         }
     }
+
+    // A control node is the tenant's machine: every channel it tries to open towards us (a
+    // forwarded port, an agent, X11, a session) is refused. Dropping `reply` rejects it.
+
+    async fn server_channel_open_forwarded_tcpip(
+        &mut self,
+        _: russh::Channel<client::Msg>,
+        _: &str,
+        _: u32,
+        _: &str,
+        _: u32,
+        _reply: client::ChannelOpenHandle,
+        _: &mut client::Session,
+    ) -> Result<(), Self::Error> {
+        refused_channel("forwarded-tcpip");
+        Ok(())
+    }
+
+    async fn server_channel_open_forwarded_streamlocal(
+        &mut self,
+        _: russh::Channel<client::Msg>,
+        _: &str,
+        _reply: client::ChannelOpenHandle,
+        _: &mut client::Session,
+    ) -> Result<(), Self::Error> {
+        refused_channel("forwarded-streamlocal");
+        Ok(())
+    }
+
+    async fn server_channel_open_agent_forward(
+        &mut self,
+        _: russh::Channel<client::Msg>,
+        _reply: client::ChannelOpenHandle,
+        _: &mut client::Session,
+    ) -> Result<(), Self::Error> {
+        refused_channel("agent forwarding");
+        Ok(())
+    }
+
+    async fn server_channel_open_session(
+        &mut self,
+        _: russh::Channel<client::Msg>,
+        _reply: client::ChannelOpenHandle,
+        _: &mut client::Session,
+    ) -> Result<(), Self::Error> {
+        refused_channel("session");
+        Ok(())
+    }
+
+    async fn server_channel_open_direct_tcpip(
+        &mut self,
+        _: russh::Channel<client::Msg>,
+        _: &str,
+        _: u32,
+        _: &str,
+        _: u32,
+        _reply: client::ChannelOpenHandle,
+        _: &mut client::Session,
+    ) -> Result<(), Self::Error> {
+        refused_channel("direct-tcpip");
+        Ok(())
+    }
+
+    async fn server_channel_open_direct_streamlocal(
+        &mut self,
+        _: russh::Channel<client::Msg>,
+        _: &str,
+        _reply: client::ChannelOpenHandle,
+        _: &mut client::Session,
+    ) -> Result<(), Self::Error> {
+        refused_channel("direct-streamlocal");
+        Ok(())
+    }
+
+    async fn server_channel_open_x11(
+        &mut self,
+        _: russh::Channel<client::Msg>,
+        _: &str,
+        _: u32,
+        _reply: client::ChannelOpenHandle,
+        _: &mut client::Session,
+    ) -> Result<(), Self::Error> {
+        refused_channel("x11");
+        Ok(())
+    }
+}
+
+fn refused_channel(kind: &'static str) {
+    info!(channel = kind, "the control node opened a channel; refused");
 }
 
 impl HostKeyCheck {

@@ -810,3 +810,118 @@ fn an_encrypted_key_is_refused_saying_passphrases_are_unsupported() {
         );
     }
 }
+
+/// Sockets of this process connected to `port` on the loopback: what a listing left open.
+fn sockets_to(port: u16) -> usize {
+    let mut inodes = std::collections::HashSet::new();
+    let table = std::fs::read_to_string("/proc/self/net/tcp").unwrap();
+    for line in table.lines().skip(1) {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let remote_port = cols[2].rsplit(':').next().unwrap();
+        if u16::from_str_radix(remote_port, 16) == Ok(port) {
+            inodes.insert(format!("socket:[{}]", cols[9]));
+        }
+    }
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| inodes.contains(target.to_string_lossy().as_ref()))
+        .count()
+}
+
+/// A hostile control node: it sends its banner, never goes on with the key exchange, and
+/// sends `SSH_MSG_IGNORE` every 200 ms to keep an inactivity timer alive. It closes a
+/// connection only when the client does.
+async fn stalling_peer() -> (u16, tokio::task::JoinHandle<()>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let task = tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let (mut rx, mut tx) = stream.into_split();
+                // packet_length 12, padding 6, SSH_MSG_IGNORE with an empty string.
+                let ignore = [0, 0, 0, 12, 6, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+                let writer = tokio::spawn(async move {
+                    if tx.write_all(b"SSH-2.0-stall\r\n").await.is_err() {
+                        return;
+                    }
+                    loop {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        if tx.write_all(&ignore).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+                let mut buf = [0u8; 4096];
+                while matches!(rx.read(&mut buf).await, Ok(n) if n > 0) {}
+                writer.abort();
+            });
+        }
+    });
+    (port, task)
+}
+
+#[tokio::test]
+async fn stalled_key_exchanges_leave_no_socket_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = keygen(&dir.path().join("id_ed25519"), KeyKind::Ed25519);
+    let (port, peer) = stalling_peer().await;
+    let settings = SshSettings {
+        connect_timeout: Duration::from_secs(1),
+        // A session task left behind would only stop after both, a minute from now.
+        command_timeout: Duration::from_secs(60),
+        ..settings(
+            &key,
+            &dir.path().join("known_hosts"),
+            HostKeyPolicy::AcceptNew,
+            "echo node/a",
+        )
+    };
+    let lister = std::sync::Arc::new(SshNodeLister::new(&settings).unwrap());
+    let mut listings = tokio::task::JoinSet::new();
+    for _ in 0..20 {
+        let lister = lister.clone();
+        listings.spawn(async move { lister.list_nodes(&target(port)).await });
+    }
+    while let Some(result) = listings.join_next().await {
+        match result.unwrap() {
+            Err(NodeListError::Timeout { stage, .. }) => assert_eq!(stage, Stage::KeyExchange),
+            other => panic!("expected a key exchange timeout, got {other:?}"),
+        }
+    }
+    // The connections end with the listings (give the session tasks a moment to see it).
+    let mut open = sockets_to(port);
+    for _ in 0..20 {
+        if open == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        open = sockets_to(port);
+    }
+    peer.abort();
+    assert_eq!(open, 0, "sockets still open to the stalling peer");
+}
+
+#[tokio::test]
+async fn listings_against_a_real_sshd_leave_no_socket_behind() {
+    let sshd = Sshd::start();
+    let settings = settings(
+        sshd.client_key(),
+        &trusted_known_hosts(&sshd),
+        HostKeyPolicy::Strict,
+        "echo node/a",
+    );
+    for _ in 0..20 {
+        assert_eq!(list(&settings, sshd.port()).await.unwrap(), names(&["a"]));
+    }
+    let mut open = sockets_to(sshd.port());
+    for _ in 0..20 {
+        if open == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        open = sockets_to(sshd.port());
+    }
+    assert_eq!(open, 0, "sockets still open to sshd");
+}
