@@ -272,9 +272,11 @@ mod tests {
         .unwrap();
         assert_eq!(
             ssh_target(&c, None, "cloud"),
-            Err("the controlNodeLoginUser detail of the cluster's first VM is not a plain user \
+            Err(
+                "the controlNodeLoginUser detail of the cluster's first VM is not a plain user \
                  name (\"root\\x1b[2J\"); cks-drift does not log in as it"
-                .to_string())
+                    .to_string()
+            )
         );
     }
 }

@@ -1,5 +1,6 @@
 //! Log output: to stderr (stdout is the report's), readable text on a terminal or JSON lines
-//! for journald and log shippers. `RUST_LOG` overrides the configured level.
+//! for journald and log shippers. `RUST_LOG` overrides the configured level. Text logs escape
+//! control characters in every field: much of what they show is tenant text.
 
 use std::io::IsTerminal;
 
@@ -28,7 +29,26 @@ pub fn init(level: &str, format: LogFormat) {
             .with_current_span(true)
             .try_init(),
         LogFormat::Text => builder
+            .fmt_fields(escaping_fields())
             .with_ansi(std::io::stderr().is_terminal())
             .try_init(),
     };
+}
+
+/// Event and span fields as the default text format writes them, with every control
+/// character escaped (see `untrusted`): a cluster name, a node name or a line of a command's
+/// output holding a line break or an escape sequence cannot forge a log line or rewrite the
+/// terminal. JSON logs need no such care: JSON escapes them.
+fn escaping_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + 'static {
+    use tracing_subscriber::field::MakeExt;
+    tracing_subscriber::fmt::format::debug_fn(|w, field, value| {
+        let text = format!("{value:?}");
+        let text = crate::untrusted::escaped(&text);
+        if field.name() == "message" {
+            write!(w, "{text}")
+        } else {
+            write!(w, "{field}={text}")
+        }
+    })
+    .delimited(" ")
 }

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::cycle::{ClusterStatus, CycleReport};
 use crate::diff::{Mismatch, MismatchKind, Subject};
+use crate::untrusted::escaped;
 use crate::wording;
 
 /// Exit codes of `check`.
@@ -104,7 +105,8 @@ pub fn to_json(report: &CycleReport, new: Option<&NewKeys>) -> String {
     serde_json::to_string_pretty(&json).expect("the report serializes") + "\n"
 }
 
-/// The text report for a person.
+/// The text report for a person. Tenant text (names, reasons) has its control characters
+/// escaped: it goes to a terminal.
 pub fn to_text(report: &CycleReport, new: Option<&NewKeys>) -> String {
     let count = |s: ClusterStatus| report.clusters.iter().filter(|c| c.status == s).count();
     let total: usize = report.clusters.iter().map(|c| c.mismatches.len()).sum();
@@ -124,9 +126,15 @@ pub fn to_text(report: &CycleReport, new: Option<&NewKeys>) -> String {
         out.push_str("\nClusters\n");
     }
     for c in &report.clusters {
-        let _ = write!(out, "  {:<8} {} ({})", c.status.as_str(), c.name, c.id);
+        let _ = write!(
+            out,
+            "  {:<8} {} ({})",
+            c.status.as_str(),
+            escaped(&c.name),
+            escaped(&c.id)
+        );
         if let Some(reason) = &c.reason {
-            let _ = write!(out, ": {reason}");
+            let _ = write!(out, ": {}", escaped(reason));
         }
         out.push('\n');
     }
@@ -141,13 +149,14 @@ pub fn to_text(report: &CycleReport, new: Option<&NewKeys>) -> String {
                 None => "",
             };
             let subject = wording::subject_with_state(m);
+            let subject = escaped(&subject);
             let _ = writeln!(
                 out,
                 "  {marker}{}  {}  {subject}\n  {}    {}",
-                c.name,
+                escaped(&c.name),
                 m.kind.as_str(),
                 " ".repeat(marker.len()),
-                wording::reason(&c.name, m)
+                escaped(&wording::reason(&c.name, m))
             );
         }
     }

@@ -142,11 +142,12 @@ impl SshNodeLister {
         // a peer that stalls the key exchange, and keeps the inactivity timer alive, would
         // keep the socket and the task for ever. A second handle on the socket ends the
         // connection when this listing ends, whatever the peer does.
-        let (stream, _ends) = SocketGuard::take(stream).map_err(|source| NodeListError::Connect {
-            host: target.host.clone(),
-            port: target.port,
-            source,
-        })?;
+        let (stream, _ends) =
+            SocketGuard::take(stream).map_err(|source| NodeListError::Connect {
+                host: target.host.clone(),
+                port: target.port,
+                source,
+            })?;
 
         let refusal = Arc::new(StdMutex::new(None));
         let check = HostKeyCheck {

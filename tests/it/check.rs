@@ -387,3 +387,34 @@ async fn bad_credentials_and_unreachable_api_exit_2() {
         run.stderr
     );
 }
+
+#[tokio::test]
+async fn tenant_text_cannot_forge_log_lines_or_rewrite_the_terminal() {
+    let mut world = world_now();
+    let owner = world.admin();
+    let name = "web\nERROR cks_drift: forged line\x1b[2J\u{9b}";
+    let id = world.add_cluster(name, owner.clone(), 1, 2, 0);
+    let healthy = world.add_cluster("ok", owner, 1, 1, 0);
+    let mut cloud = TestCloud::start(world).await;
+    cloud.control_node(&healthy).await;
+    // Its control node refuses SSH: the failure is logged with the cluster's name.
+    let ip = crate::support::sshd::fresh_loopback();
+    cloud
+        .sim()
+        .with_world(|w| w.cluster_mut(&id).endpoint = format!("https://{ip}:6443/"));
+    let run = cloud.check(&["--no-notify"]).await;
+    assert_eq!(run.code, 3, "{run:?}");
+    let shown = "web\\x0aERROR cks_drift: forged line\\x1b[2J\\x9b";
+    for (what, out) in [("report", &run.stdout), ("log", &run.stderr)] {
+        assert!(out.contains(shown), "{what}: {out}");
+        assert!(
+            !out.contains('\x1b') && !out.contains('\u{9b}'),
+            "{what}: {out}"
+        );
+        assert!(
+            !out.lines()
+                .any(|l| l.starts_with("ERROR cks_drift: forged")),
+            "{what}: {out}"
+        );
+    }
+}
