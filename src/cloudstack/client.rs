@@ -9,13 +9,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::stream::{self, StreamExt};
-use rand::Rng;
 use serde::de::{DeserializeOwned, DeserializeSeed};
 use serde_json::Value;
 use tokio::time::Instant;
 
 use super::error::ApiError;
 use super::http::HttpTransport;
+use super::retry::RetryPolicy;
 use super::transport::{ApiRequest, RawResponse, Transport};
 use crate::config::CloudStackSettings;
 
@@ -25,48 +25,6 @@ const SNIPPET_CHARS: usize = 200;
 /// Pages read from one list command at most when the server sends no `count`: a server that
 /// ignores `page` would otherwise be read forever.
 const MAX_PAGES: u32 = 10_000;
-
-/// Retries of transient failures: capped exponential backoff with full jitter.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Attempts in all, the first included (1 means no retry).
-    pub attempts: u32,
-    /// Upper bound of the wait before the first retry; doubled for each further retry.
-    pub base_delay: Duration,
-    /// The wait never exceeds this.
-    pub max_delay: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        RetryPolicy {
-            attempts: 3,
-            base_delay: Duration::from_millis(200),
-            max_delay: Duration::from_secs(5),
-        }
-    }
-}
-
-impl RetryPolicy {
-    /// The longest wait before retry number `retry` (1-based): `base * 2^(retry-1)`, capped.
-    pub fn max_backoff(&self, retry: u32) -> Duration {
-        let factor = 1u32
-            .checked_shl(retry.saturating_sub(1))
-            .unwrap_or(u32::MAX);
-        self.base_delay
-            .checked_mul(factor)
-            .unwrap_or(self.max_delay)
-            .min(self.max_delay)
-    }
-
-    /// A wait drawn uniformly from zero to [`RetryPolicy::max_backoff`] ("full jitter"), so
-    /// clients that failed together do not retry together.
-    pub fn backoff(&self, retry: u32) -> Duration {
-        let max = self.max_backoff(retry);
-        let millis = u64::try_from(max.as_millis()).unwrap_or(u64::MAX);
-        Duration::from_millis(rand::rng().random_range(0..=millis))
-    }
-}
 
 /// How the client pages, retries and waits for asynchronous jobs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -195,26 +153,26 @@ impl Client {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<R, ApiError>>,
     {
-        let attempts = self.options.retry.attempts.max(1);
         let mut attempt = 1;
         loop {
             let result = call().await;
             self.count(command, Outcome::of(&result));
-            match result {
-                Err(error) if error.is_transient() && attempt < attempts => {
-                    let delay = self.options.retry.backoff(attempt);
-                    tracing::debug!(
-                        command,
-                        attempt,
-                        delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-                        %error,
-                        "transient failure, retrying"
-                    );
-                    tokio::time::sleep(delay).await;
-                    attempt += 1;
-                }
-                result => return result,
-            }
+            let error = match result {
+                Err(error) => error,
+                done => return done,
+            };
+            let Some(delay) = self.options.retry.retry_after(attempt, &error) else {
+                return Err(error);
+            };
+            tracing::debug!(
+                command,
+                attempt,
+                delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                %error,
+                "transient failure, retrying"
+            );
+            tokio::time::sleep(delay).await;
+            attempt += 1;
         }
     }
 
@@ -1562,19 +1520,6 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(&err, ApiError::Decode { .. }), "{err:?}");
-    }
-
-    #[test]
-    fn backoff_doubles_up_to_the_cap() {
-        let policy = RetryPolicy::default();
-        let millis: Vec<u128> = (1..=7)
-            .map(|retry| policy.max_backoff(retry).as_millis())
-            .collect();
-        assert_eq!(millis, [200, 400, 800, 1600, 3200, 5000, 5000]);
-        assert_eq!(policy.max_backoff(100), Duration::from_secs(5));
-        for retry in 1..=5 {
-            assert!(policy.backoff(retry) <= policy.max_backoff(retry));
-        }
     }
 
     #[test]

@@ -6,5 +6,6 @@ pub mod error;
 pub mod http;
 pub mod limits;
 pub mod model;
+pub mod retry;
 pub mod sign;
 pub mod transport;

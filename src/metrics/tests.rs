@@ -2,7 +2,8 @@ use std::io::Write as _;
 use std::process::{Command, Stdio};
 
 use super::*;
-use crate::cloudstack::client::{ClientOptions, RetryPolicy};
+use crate::cloudstack::client::ClientOptions;
+use crate::cloudstack::retry::RetryPolicy;
 use crate::cloudstack::transport::{ApiRequest, RawResponse, Transport, TransportFuture};
 use crate::cycle::{ClusterOutcome, CycleError, CycleReport};
 use crate::diff::Mismatch;
