@@ -15,12 +15,10 @@ use tokio::time::Instant;
 
 use super::error::ApiError;
 use super::http::HttpTransport;
+use super::response::{as_u64, job_id, read_job, read_response, response_key};
 use super::retry::RetryPolicy;
 use super::transport::{ApiRequest, RawResponse, Transport};
 use crate::config::CloudStackSettings;
-
-/// Longest part of an unexpected answer kept in an error.
-const SNIPPET_CHARS: usize = 200;
 
 /// Pages read from one list command at most when the server sends no `count`: a server that
 /// ignores `page` would otherwise be read forever.
@@ -333,12 +331,7 @@ impl Client {
         params: &[(&str, &str)],
     ) -> Result<Value, ApiError> {
         let answer = self.request(command, params).await?;
-        let Some(job_id) = answer.get("jobid").and_then(Value::as_str) else {
-            return Err(ApiError::Decode {
-                command: command.to_string(),
-                detail: "no `jobid` in the answer to an asynchronous command".to_string(),
-            });
-        };
+        let job_id = job_id(command, &answer)?;
         let started = Instant::now();
         let deadline = started + self.options.async_deadline;
         // Quick jobs (generateAlert takes milliseconds) are seen at once; slow ones are polled
@@ -351,36 +344,11 @@ impl Client {
             let left = deadline.saturating_duration_since(Instant::now());
             tokio::time::sleep(wait.min(left)).await;
             wait = (wait * 2).min(self.options.async_poll_interval);
-            let mut status = self
+            let status = self
                 .request("queryAsyncJobResult", &[("jobid", job_id)])
                 .await?;
-            match status.get("jobstatus").and_then(Value::as_u64) {
-                Some(0) => {}
-                Some(1) => {
-                    return Ok(status
-                        .get_mut("jobresult")
-                        .map(Value::take)
-                        .unwrap_or_default());
-                }
-                Some(2) => {
-                    let result = status.get("jobresult").cloned().unwrap_or_default();
-                    return Err(ApiError::AsyncJobFailed {
-                        command: command.to_string(),
-                        job_id: job_id.to_string(),
-                        code: result.get("errorcode").and_then(as_u16),
-                        text: result
-                            .get("errortext")
-                            .and_then(Value::as_str)
-                            .unwrap_or("(no error text)")
-                            .to_string(),
-                    });
-                }
-                other => {
-                    return Err(ApiError::Decode {
-                        command: "queryAsyncJobResult".to_string(),
-                        detail: format!("job {job_id} has no known jobstatus ({other:?})"),
-                    });
-                }
+            if let Some(result) = read_job(command, job_id, status)? {
+                return Ok(result);
             }
             if Instant::now() >= deadline {
                 return Err(ApiError::AsyncJobTimeout {
@@ -393,83 +361,6 @@ impl Client {
     }
 }
 
-/// Reads one HTTP answer to `command`: the object under `<command lowercased>response` on
-/// HTTP 200, otherwise the matching [`ApiError`]. `page_size` is the one the request asked
-/// for, to explain a rejected page size.
-pub fn read_response(
-    command: &str,
-    endpoint: &str,
-    page_size: u32,
-    raw: &RawResponse,
-) -> Result<Value, ApiError> {
-    let key = response_key(command);
-    let parsed = serde_json::from_str::<Value>(&raw.body);
-    if raw.status == 200 {
-        let mut body = parsed.map_err(|e| ApiError::Decode {
-            command: command.to_string(),
-            detail: format!("not JSON ({e}): {}", snippet(&raw.body)),
-        })?;
-        return match body.get_mut(&key).map(Value::take) {
-            Some(object) => Ok(object),
-            None => Err(ApiError::Decode {
-                command: command.to_string(),
-                detail: format!("no `{key}` in {}", snippet(&raw.body)),
-            }),
-        };
-    }
-    if raw.status == 401 {
-        return Err(ApiError::Unauthorized {
-            url: endpoint.to_string(),
-            command: command.to_string(),
-        });
-    }
-    let error = parsed.ok().and_then(|body| {
-        [key.as_str(), "errorresponse"]
-            .into_iter()
-            .filter_map(|k| body.get(k))
-            .find(|object| object.get("errorcode").is_some() || object.get("errortext").is_some())
-            .cloned()
-    });
-    let Some(error) = error else {
-        return Err(ApiError::Http {
-            command: command.to_string(),
-            status: raw.status,
-            snippet: snippet(&raw.body),
-        });
-    };
-    let code = error
-        .get("errorcode")
-        .and_then(as_u16)
-        .unwrap_or(raw.status);
-    let text = error
-        .get("errortext")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    if code == 401 {
-        return Err(ApiError::Unauthorized {
-            url: endpoint.to_string(),
-            command: command.to_string(),
-        });
-    }
-    let lower = text.to_lowercase();
-    if code == 431 && lower.contains("page size") && lower.contains("exceed") {
-        return Err(ApiError::PageSizeTooLarge {
-            command: command.to_string(),
-            page_size,
-        });
-    }
-    Err(ApiError::CloudStack {
-        command: command.to_string(),
-        code,
-        cserrorcode: error
-            .get("cserrorcode")
-            .and_then(as_u64)
-            .and_then(|c| u32::try_from(c).ok()),
-        text,
-    })
-}
-
 fn api_request(command: &str, params: &[(&str, &str)]) -> ApiRequest {
     ApiRequest {
         command: command.to_string(),
@@ -478,10 +369,6 @@ fn api_request(command: &str, params: &[(&str, &str)]) -> ApiRequest {
             .map(|(name, value)| (name.to_string(), value.to_string()))
             .collect(),
     }
-}
-
-fn response_key(command: &str) -> String {
-    format!("{}response", command.to_lowercase())
 }
 
 /// One page of a list answer: its `count`, how many rows it had, and the rows kept.
@@ -686,18 +573,6 @@ fn read_count(command: &str, answer: &Value) -> Result<Option<u64>, ApiError> {
     }
 }
 
-fn as_u64(value: &Value) -> Option<u64> {
-    match value {
-        Value::Number(n) => n.as_u64(),
-        Value::String(s) => s.trim().parse().ok(),
-        _ => None,
-    }
-}
-
-fn as_u16(value: &Value) -> Option<u16> {
-    as_u64(value).and_then(|n| u16::try_from(n).ok())
-}
-
 fn kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
@@ -707,20 +582,6 @@ fn kind(value: &Value) -> &'static str {
         Value::Array(_) => "a list",
         Value::Object(_) => "an object",
     }
-}
-
-/// The start of a body, whitespace folded, at most [`SNIPPET_CHARS`] characters.
-fn snippet(body: &str) -> String {
-    let folded = body.split_whitespace().collect::<Vec<_>>().join(" ");
-    if folded.is_empty() {
-        return "(empty body)".to_string();
-    }
-    if folded.chars().count() <= SNIPPET_CHARS {
-        return folded;
-    }
-    let mut cut: String = folded.chars().take(SNIPPET_CHARS).collect();
-    cut.push('…');
-    cut
 }
 
 #[cfg(test)]
@@ -1195,140 +1056,6 @@ mod tests {
         );
     }
 
-    fn read(command: &str, status: u16, body: &str) -> ApiError {
-        read_response(
-            command,
-            "https://cs.example/client/api",
-            500,
-            &RawResponse {
-                status,
-                body: body.to_string(),
-            },
-        )
-        .unwrap_err()
-    }
-
-    #[test]
-    fn a_431_is_a_cloudstack_error() {
-        let err = read(
-            "listVirtualMachines",
-            431,
-            r#"{"listvirtualmachinesresponse":{"uuidList":[],"errorcode":431,"cserrorcode":4350,"errortext":"Invalid parameter id value=x due to incorrect long value format, or entity does not exist"}}"#,
-        );
-        match &err {
-            ApiError::CloudStack {
-                command,
-                code,
-                cserrorcode,
-                text,
-            } => {
-                assert_eq!(command, "listVirtualMachines");
-                assert_eq!(*code, 431);
-                assert_eq!(*cserrorcode, Some(4350));
-                assert_eq!(
-                    text,
-                    "Invalid parameter id value=x due to incorrect long value format, or entity does not exist"
-                );
-            }
-            other => panic!("{other:?}"),
-        }
-        assert_eq!(err.code(), Some(431));
-        assert!(!err.is_transient());
-    }
-
-    #[test]
-    fn the_errorresponse_key_is_read() {
-        let err = read(
-            "frobnicate",
-            432,
-            r#"{"errorresponse":{"uuidList":[],"errorcode":432,"cserrorcode":9999,"errortext":"The given command does not exist or it is not available for the user"}}"#,
-        );
-        assert!(
-            matches!(&err, ApiError::CloudStack { code: 432, cserrorcode: Some(9999), text, .. } if text.starts_with("The given command does not exist")),
-            "{err:?}"
-        );
-    }
-
-    #[test]
-    fn a_401_explains_its_causes() {
-        let err = read(
-            "listKubernetesClusters",
-            401,
-            r#"{"listkubernetesclustersresponse":{"uuidList":[],"errorcode":401,"errortext":"unable to verify user credentials and/or request signature"}}"#,
-        );
-        assert!(matches!(&err, ApiError::Unauthorized { .. }), "{err:?}");
-        let text = err.to_string();
-        for needle in [
-            "https://cs.example/client/api",
-            "listKubernetesClusters",
-            "secret key",
-            "clock",
-            "disabled account",
-            "role",
-        ] {
-            assert!(text.contains(needle), "{needle}: {text}");
-        }
-        assert_eq!(err.code(), Some(401));
-    }
-
-    #[test]
-    fn a_page_size_rejection_names_both_settings() {
-        let err = read(
-            "listVirtualMachines",
-            431,
-            r#"{"listvirtualmachinesresponse":{"uuidList":[],"errorcode":431,"cserrorcode":4350,"errortext":"Page size can't exceed max allowed page size value: 500"}}"#,
-        );
-        assert!(
-            matches!(&err, ApiError::PageSizeTooLarge { command, page_size: 500 } if command == "listVirtualMachines"),
-            "{err:?}"
-        );
-        let text = err.to_string();
-        assert!(text.contains("default.page.size"), "{text}");
-        assert!(text.contains("cloudstack.page_size"), "{text}");
-        assert!(text.contains("restart the management server"), "{text}");
-        assert_eq!(err.code(), Some(431));
-    }
-
-    #[test]
-    fn a_proxy_error_page_is_http_and_transient() {
-        let page = format!(
-            "<html>\n<head><title>502 Bad Gateway</title></head>\n<body>{}</body></html>",
-            "x".repeat(500)
-        );
-        let err = read("listZones", 502, &page);
-        match &err {
-            ApiError::Http {
-                command,
-                status,
-                snippet,
-            } => {
-                assert_eq!(command, "listZones");
-                assert_eq!(*status, 502);
-                assert!(
-                    snippet.starts_with("<html> <head><title>502 Bad Gateway</title></head>"),
-                    "{snippet}"
-                );
-                assert_eq!(snippet.chars().count(), SNIPPET_CHARS + 1);
-            }
-            other => panic!("{other:?}"),
-        }
-        assert!(err.is_transient());
-    }
-
-    #[test]
-    fn a_200_that_is_not_json_is_a_decode_error() {
-        let err = read("listZones", 200, "<html>login</html>");
-        assert!(
-            matches!(&err, ApiError::Decode { command, detail } if command == "listZones" && detail.ends_with(": <html>login</html>")),
-            "{err:?}"
-        );
-        let err = read("listZones", 200, r#"{"otherresponse":{}}"#);
-        assert!(
-            matches!(&err, ApiError::Decode { detail, .. } if detail.starts_with("no `listzonesresponse` in")),
-            "{err:?}"
-        );
-    }
-
     #[tokio::test]
     async fn transient_failures_are_retried() {
         let script = Scripted::new(vec![
@@ -1520,14 +1247,6 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(&err, ApiError::Decode { .. }), "{err:?}");
-    }
-
-    #[test]
-    fn an_empty_body_is_named_as_such() {
-        assert_eq!(
-            read("listZones", 404, "").to_string(),
-            "cloudstack command listZones got an unexpected HTTP 404 answer: (empty body)"
-        );
     }
 
     #[test]
