@@ -9,20 +9,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::stream::{self, StreamExt};
-use serde::de::{DeserializeOwned, DeserializeSeed};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::time::Instant;
 
 use super::error::ApiError;
 use super::http::HttpTransport;
-use super::response::{as_u64, job_id, read_job, read_response, response_key};
+use super::pages::{ListPage, Paging, read_page};
+use super::response::{job_id, read_job, read_response};
 use super::retry::RetryPolicy;
 use super::transport::{ApiRequest, RawResponse, Transport};
 use crate::config::CloudStackSettings;
-
-/// Pages read from one list command at most when the server sends no `count`: a server that
-/// ignores `page` would otherwise be read forever.
-const MAX_PAGES: u32 = 10_000;
 
 /// How the client pages, retries and waits for asynchronous jobs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -240,45 +237,28 @@ impl Client {
         T: DeserializeOwned,
         K: Fn(&T) -> bool,
     {
-        let page_size = self.options.page_size.max(1);
+        let mut paging = Paging::new(self.options.page_size);
+        let page_size = paging.page_size();
         let mut rows: Vec<T> = Vec::new();
-        let mut read: u64 = 0;
-        let mut next = 1u32;
-        // The first batch is page 1 alone: its `count` tells how many pages follow.
-        let mut last = 1u32;
         loop {
-            let mut pages = stream::iter(next..=last)
-                .map(|page| self.page(command, item_key, params, page, &keep))
+            let mut pages = stream::iter(paging.batch())
+                .map(|page| self.page(command, item_key, params, page, page_size, &keep))
                 .buffered(self.options.page_concurrency.max(1));
-            let mut count = None;
             while let Some(answer) = pages.next().await {
                 let answer = answer?;
-                tracing::trace!(command, page = next, rows = answer.read, "page read");
-                read += answer.read as u64;
+                tracing::trace!(
+                    command,
+                    page = paging.next_page(),
+                    rows = answer.read,
+                    "page read"
+                );
                 rows.extend(answer.rows);
-                let complete = answer.count.is_some_and(|total| read >= total);
-                if complete || answer.read < page_size as usize {
+                if paging.complete_after(answer.read, answer.count) {
                     // Pages still in flight are past the end: dropping them cancels them.
                     return Ok(rows);
                 }
-                count = answer.count;
-                next += 1;
             }
-            if next > MAX_PAGES {
-                return Err(ApiError::Decode {
-                    command: command.to_string(),
-                    detail: format!(
-                        "still full pages after {MAX_PAGES} pages without a reachable count"
-                    ),
-                });
-            }
-            // Every page so far was full and `count` is not reached: fetch the pages it still
-            // implies, or one more when there is no `count`.
-            let more = count.map_or(1, |total| {
-                total.saturating_sub(read).div_ceil(u64::from(page_size))
-            });
-            let more = u32::try_from(more.max(1)).unwrap_or(u32::MAX);
-            last = next.saturating_add(more - 1).min(MAX_PAGES);
+            paging.plan_next_batch(command)?;
         }
     }
 
@@ -289,6 +269,7 @@ impl Client {
         item_key: &str,
         params: &[(&str, &str)],
         page: u32,
+        page_size: u32,
         keep: &K,
     ) -> Result<ListPage<T>, ApiError>
     where
@@ -296,27 +277,23 @@ impl Client {
         K: Fn(&T) -> bool,
     {
         let page_text = page.to_string();
-        let page_size_text = self.options.page_size.max(1).to_string();
+        let page_size_text = page_size.to_string();
         let mut page_params = params.to_vec();
         page_params.push(("page", &page_text));
         page_params.push(("pagesize", &page_size_text));
         let request = api_request(command, &page_params);
+        let requested_page_size = self.requested_page_size(&request);
         self.retried(command, || async {
             let raw = self.send(&request).await?;
-            if raw.status == 200
-                && let Some(rows) = parse_page(&raw.body, &response_key(command), item_key, keep)
-            {
-                return Ok(rows);
-            }
-            // Not a plain page: the general reader tells what it is (an error answer, or
-            // what is wrong with the page).
-            let answer = read_response(
+            read_page(
                 command,
                 &self.endpoint,
-                self.requested_page_size(&request),
+                item_key,
+                page,
+                requested_page_size,
                 &raw,
-            )?;
-            page_from_value(command, item_key, page, answer, keep)
+                keep,
+            )
         })
         .await
     }
@@ -368,219 +345,6 @@ fn api_request(command: &str, params: &[(&str, &str)]) -> ApiRequest {
             .iter()
             .map(|(name, value)| (name.to_string(), value.to_string()))
             .collect(),
-    }
-}
-
-/// One page of a list answer: its `count`, how many rows it had, and the rows kept.
-struct ListPage<T> {
-    count: Option<u64>,
-    read: usize,
-    rows: Vec<T>,
-}
-
-/// Reads a page from an answer already parsed as JSON, saying which row is wrong if one is.
-fn page_from_value<T: DeserializeOwned>(
-    command: &str,
-    item_key: &str,
-    page: u32,
-    mut answer: Value,
-    keep: &impl Fn(&T) -> bool,
-) -> Result<ListPage<T>, ApiError> {
-    let count = read_count(command, &answer)?;
-    let items = match answer.get_mut(item_key).map(Value::take) {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(items)) => items,
-        Some(other) => {
-            return Err(ApiError::Decode {
-                command: command.to_string(),
-                detail: format!("`{item_key}` is not a list but {}", kind(&other)),
-            });
-        }
-    };
-    let read = items.len();
-    let mut rows = Vec::new();
-    for (i, item) in items.into_iter().enumerate() {
-        let row = serde_json::from_value(item).map_err(|e| ApiError::Decode {
-            command: command.to_string(),
-            detail: format!("page {page}, `{item_key}` row {i}: {e}"),
-        })?;
-        if keep(&row) {
-            rows.push(row);
-        }
-    }
-    Ok(ListPage { count, read, rows })
-}
-
-/// Reads a list page straight from the body into rows, without building the JSON tree:
-/// `{"<response_key>": {"count": N, "<item_key>": [...]}}`, other keys skipped. `None` for
-/// anything else; [`page_from_value`] then says what is wrong.
-fn parse_page<T: DeserializeOwned>(
-    body: &str,
-    response_key: &str,
-    item_key: &str,
-    keep: &dyn Fn(&T) -> bool,
-) -> Option<ListPage<T>> {
-    let mut de = serde_json::Deserializer::from_str(body);
-    let seed = page_seed::Envelope {
-        response_key,
-        item_key,
-        keep,
-    };
-    let page = seed.deserialize(&mut de).ok()??;
-    de.end().ok()?;
-    Some(page)
-}
-
-/// The serde visitors behind [`parse_page`].
-mod page_seed {
-    use std::fmt;
-
-    use serde::Deserialize;
-    use serde::de::{
-        DeserializeSeed, Deserializer, Error, IgnoredAny, MapAccess, SeqAccess, Visitor,
-    };
-    use serde_json::Value;
-
-    use super::{ListPage, as_u64};
-
-    /// The whole answer: finds the response object.
-    pub(super) struct Envelope<'a, T> {
-        pub(super) response_key: &'a str,
-        pub(super) item_key: &'a str,
-        pub(super) keep: &'a dyn Fn(&T) -> bool,
-    }
-
-    /// The response object: `count` and the rows.
-    struct Body<'a, T> {
-        item_key: &'a str,
-        keep: &'a dyn Fn(&T) -> bool,
-    }
-
-    /// The rows: a list, or `null` for none.
-    struct Rows<'a, T> {
-        keep: &'a dyn Fn(&T) -> bool,
-    }
-
-    impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for Envelope<'_, T> {
-        type Value = Option<ListPage<T>>;
-
-        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            d.deserialize_map(self)
-        }
-    }
-
-    impl<'de, T: Deserialize<'de>> Visitor<'de> for Envelope<'_, T> {
-        type Value = Option<ListPage<T>>;
-
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a CloudStack answer")
-        }
-
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut page = None;
-            while let Some(key) = map.next_key::<String>()? {
-                if key == self.response_key && page.is_none() {
-                    page = Some(map.next_value_seed(Body {
-                        item_key: self.item_key,
-                        keep: self.keep,
-                    })?);
-                } else {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-            Ok(page)
-        }
-    }
-
-    impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for Body<'_, T> {
-        type Value = ListPage<T>;
-
-        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            d.deserialize_map(self)
-        }
-    }
-
-    impl<'de, T: Deserialize<'de>> Visitor<'de> for Body<'_, T> {
-        type Value = ListPage<T>;
-
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a list response object")
-        }
-
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut page = ListPage {
-                count: None,
-                read: 0,
-                rows: Vec::new(),
-            };
-            while let Some(key) = map.next_key::<String>()? {
-                if key == "count" {
-                    page.count = match map.next_value::<Value>()? {
-                        Value::Null => None,
-                        value => Some(as_u64(&value).ok_or_else(|| A::Error::custom("count"))?),
-                    };
-                } else if key == self.item_key {
-                    (page.read, page.rows) = map.next_value_seed(Rows { keep: self.keep })?;
-                } else {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-            Ok(page)
-        }
-    }
-
-    impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for Rows<'_, T> {
-        type Value = (usize, Vec<T>);
-
-        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            d.deserialize_any(self)
-        }
-    }
-
-    impl<'de, T: Deserialize<'de>> Visitor<'de> for Rows<'_, T> {
-        type Value = (usize, Vec<T>);
-
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a list of rows")
-        }
-
-        fn visit_unit<E: Error>(self) -> Result<Self::Value, E> {
-            Ok((0, Vec::new()))
-        }
-
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-            let mut read = 0;
-            let mut rows = Vec::new();
-            while let Some(row) = seq.next_element::<T>()? {
-                read += 1;
-                if (self.keep)(&row) {
-                    rows.push(row);
-                }
-            }
-            Ok((read, rows))
-        }
-    }
-}
-
-/// `count` of a list answer; CloudStack writes a number, tolerate a numeric string.
-fn read_count(command: &str, answer: &Value) -> Result<Option<u64>, ApiError> {
-    match answer.get("count") {
-        None | Some(Value::Null) => Ok(None),
-        Some(value) => as_u64(value).map(Some).ok_or_else(|| ApiError::Decode {
-            command: command.to_string(),
-            detail: format!("`count` is not a number: {value}"),
-        }),
-    }
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
     }
 }
 

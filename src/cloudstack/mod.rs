@@ -6,6 +6,7 @@ pub mod error;
 pub mod http;
 pub mod limits;
 pub mod model;
+pub mod pages;
 pub mod response;
 pub mod retry;
 pub mod sign;
