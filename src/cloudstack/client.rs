@@ -16,9 +16,10 @@ use tokio::time::Instant;
 use super::error::ApiError;
 use super::http::HttpTransport;
 use super::pages::{ListPage, Paging, read_page};
+use super::request::ApiRequest;
 use super::response::{job_id, read_job, read_response};
 use super::retry::RetryPolicy;
-use super::transport::{ApiRequest, RawResponse, Transport};
+use super::transport::{RawResponse, Transport};
 use crate::config::CloudStackSettings;
 
 /// How the client pages, retries and waits for asynchronous jobs.
@@ -137,7 +138,7 @@ impl Client {
     /// Runs one command and returns the object under `<command lowercased>response`.
     /// Transient failures are retried as the [`RetryPolicy`] says; nothing else is.
     pub async fn request(&self, command: &str, params: &[(&str, &str)]) -> Result<Value, ApiError> {
-        let request = api_request(command, params);
+        let request = ApiRequest::new(command, params);
         self.retried(command, || self.attempt(&request)).await
     }
 
@@ -192,12 +193,7 @@ impl Client {
     }
 
     fn requested_page_size(&self, request: &ApiRequest) -> u32 {
-        request
-            .params
-            .iter()
-            .find(|(name, _)| name == "pagesize")
-            .and_then(|(_, value)| value.parse().ok())
-            .unwrap_or(self.options.page_size)
+        request.page_size().unwrap_or(self.options.page_size)
     }
 
     fn count(&self, command: &str, outcome: Outcome) {
@@ -276,12 +272,7 @@ impl Client {
         T: DeserializeOwned,
         K: Fn(&T) -> bool,
     {
-        let page_text = page.to_string();
-        let page_size_text = page_size.to_string();
-        let mut page_params = params.to_vec();
-        page_params.push(("page", &page_text));
-        page_params.push(("pagesize", &page_size_text));
-        let request = api_request(command, &page_params);
+        let request = ApiRequest::list_page(command, params, page, page_size);
         let requested_page_size = self.requested_page_size(&request);
         self.retried(command, || async {
             let raw = self.send(&request).await?;
@@ -335,16 +326,6 @@ impl Client {
                 });
             }
         }
-    }
-}
-
-fn api_request(command: &str, params: &[(&str, &str)]) -> ApiRequest {
-    ApiRequest {
-        command: command.to_string(),
-        params: params
-            .iter()
-            .map(|(name, value)| (name.to_string(), value.to_string()))
-            .collect(),
     }
 }
 

@@ -7,6 +7,7 @@ pub mod http;
 pub mod limits;
 pub mod model;
 pub mod pages;
+pub mod request;
 pub mod response;
 pub mod retry;
 pub mod sign;

@@ -3,8 +3,9 @@ use std::process::{Command, Stdio};
 
 use super::*;
 use crate::cloudstack::client::ClientOptions;
+use crate::cloudstack::request::ApiRequest;
 use crate::cloudstack::retry::RetryPolicy;
-use crate::cloudstack::transport::{ApiRequest, RawResponse, Transport, TransportFuture};
+use crate::cloudstack::transport::{RawResponse, Transport, TransportFuture};
 use crate::cycle::{ClusterOutcome, CycleError, CycleReport};
 use crate::diff::Mismatch;
 use crate::notify::DeliveryCounts;
