@@ -1,7 +1,10 @@
 //! The CloudStack API client: one command with retries of outages, every page of a list
-//! command, and asynchronous jobs polled to their end. It reads CloudStack's answers into
-//! JSON values or model types; which commands to call, and what the answers mean for a
-//! cluster, belong to the callers. Signing and the wire are behind [`Transport`].
+//! command, and asynchronous jobs polled to their end, with attempts counted per command.
+//! It ties the parts together and owns what takes time: sending, sleeping, running pages
+//! concurrently. The parts themselves do not belong here: building and signing a request
+//! (`request`), the wire (`transport`, `http`), reading an answer (`response`) or a page
+//! (`pages`), when to retry (`retry`). Nor do which commands to call, and what the answers
+//! mean for a cluster, which belong to the callers.
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -81,7 +81,7 @@ impl ApiRequest {
     }
 
     /// The request signed for the management server at `endpoint` with the key pair
-    /// `api_key`/`secret_key` (signature version 3, expiring [`EXPIRES_AFTER`] after `now`):
+    /// `api_key`/`secret_key` (signature version 3, expiring `EXPIRES_AFTER` after `now`):
     /// a URL for a read, a form body for a change.
     pub fn signed(
         &self,
