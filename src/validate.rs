@@ -13,9 +13,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cloudstack::client::{Client, ClientOptions, RetryPolicy};
+use crate::cloudstack::client::{Client, ClientOptions};
 use crate::cloudstack::http::{HttpTransport, read_ca_bundle};
 use crate::cloudstack::model::{KubernetesCluster, Network};
+use crate::cloudstack::retry::RetryPolicy;
 use crate::config::{Config, ConfigError, DEFAULT_COMMAND, parse_duration};
 use crate::diagnose;
 use crate::remote::NodeLister;

@@ -1,5 +1,5 @@
 //! Errors of the CloudStack API layer: what went wrong with one command, and whether trying
-//! again could help. Turning an HTTP answer into one of these lives in `client`; errors of
+//! again could help. Turning an HTTP answer into one of these lives in `response`; errors of
 //! the layers above (a cluster check, the daemon) do not belong here.
 
 use std::time::Duration;

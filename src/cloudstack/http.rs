@@ -1,22 +1,17 @@
-//! The real [`Transport`]: signs a request (signature version 3 with `expires`) and sends it
-//! to the management server over HTTP(S), GET for reads and a form POST otherwise. It returns
-//! the status and body as they came; reading CloudStack's answer belongs to `client`.
+//! The real [`Transport`]: sends a request, signed as `request` puts it (a URL for a read, a
+//! form body for a change), to the management server over HTTP(S), with TLS and a deadline.
+//! It returns the status and body as they came; what is signed, and how, belongs to
+//! `request`, and reading CloudStack's answer to `response`.
 
 use std::time::Duration;
 
 use reqwest::header::CONTENT_TYPE;
 
 use super::error::ApiError;
-use super::sign;
-use super::transport::{
-    ApiRequest, Method, RawResponse, Transport, TransportError, TransportFuture,
-};
+use super::request::{ApiRequest, Signed};
+use super::transport::{RawResponse, Transport, TransportError, TransportFuture};
 use crate::config::{CloudStackSettings, Secret};
 use crate::time::Timestamp;
-
-/// How far ahead a request's `expires` lies: long enough for a slow network, well inside the
-/// 15 minutes `enforce.post.requests.and.timestamps` allows.
-const EXPIRES_AFTER: Duration = Duration::from_secs(5 * 60);
 
 /// Signs and sends API requests to one management server.
 ///
@@ -67,33 +62,20 @@ impl HttpTransport {
         })
     }
 
-    /// The request's parameters plus those every call carries, in the order they are sent.
-    fn signed_params(&self, request: &ApiRequest, now: Timestamp) -> String {
-        let mut params = Vec::with_capacity(request.params.len() + 5);
-        params.push(("command".to_string(), request.command.clone()));
-        params.extend(request.params.iter().cloned());
-        params.push(("apikey".to_string(), self.api_key.expose().to_string()));
-        params.push(("response".to_string(), "json".to_string()));
-        params.push(("signatureversion".to_string(), "3".to_string()));
-        params.push((
-            "expires".to_string(),
-            now.plus(EXPIRES_AFTER).to_cloudstack(),
-        ));
-        sign::signed_query(self.secret_key.expose(), &params)
-    }
-
     async fn send_signed(&self, request: ApiRequest) -> Result<RawResponse, TransportError> {
-        let signed = self.signed_params(&request, Timestamp::now());
-        let builder = match request.method() {
-            Method::Get => {
-                let separator = if self.url.contains('?') { '&' } else { '?' };
-                self.http.get(format!("{}{separator}{signed}", self.url))
-            }
-            Method::Post => self
+        let signed = request.signed(
+            &self.url,
+            self.api_key.expose(),
+            self.secret_key.expose(),
+            Timestamp::now(),
+        );
+        let builder = match signed {
+            Signed::Get { url } => self.http.get(url),
+            Signed::Post { body } => self
                 .http
                 .post(&self.url)
                 .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
-                .body(signed),
+                .body(body),
         };
         let response = builder.send().await.map_err(|e| self.transport_error(e))?;
         let status = response.status().as_u16();
@@ -162,6 +144,7 @@ mod tests {
 
     use super::*;
     use crate::cloudstack::client::Client;
+    use crate::cloudstack::sign;
 
     const API_KEY: &str = "AK-visible-nowhere-1234";
     const SECRET_KEY: &str = "SK/secret+never=shown";

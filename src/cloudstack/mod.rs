@@ -1,10 +1,16 @@
-//! The CloudStack API: request signing, the HTTP client (paging, retries, async jobs) and the
-//! response types cks-drift reads.
+//! The CloudStack API: the client (commands, paging, retries, async jobs) and its parts,
+//! request building and signing, the transport, reading answers and pages, the retry policy,
+//! plus the errors, parameter limits and response types cks-drift reads. What a cluster's
+//! answers mean belongs to the callers.
 
 pub mod client;
 pub mod error;
 pub mod http;
 pub mod limits;
 pub mod model;
+pub mod pages;
+pub mod request;
+pub mod response;
+pub mod retry;
 pub mod sign;
 pub mod transport;

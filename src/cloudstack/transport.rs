@@ -1,42 +1,12 @@
 //! The seam between the API client and the wire: one request in, one HTTP status and body
-//! out. The HTTP transport signs and sends; the simulator answers in memory.
+//! out, or why none came. The HTTP transport signs and sends; the simulator answers in
+//! memory. Building and signing a request belong to `request`, reading the answer to
+//! `response`.
 
 use std::future::Future;
 use std::pin::Pin;
 
-/// HTTP method CloudStack expects for a command: `list*`, `query*`, `get*` and `find*` read
-/// with GET; everything else changes state and is POSTed (required where
-/// `enforce.post.requests.and.timestamps` is on).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
-    Get,
-    Post,
-}
-
-impl Method {
-    pub fn for_command(command: &str) -> Method {
-        let reads = ["list", "query", "get", "find"];
-        if reads.iter().any(|p| command.starts_with(p)) {
-            Method::Get
-        } else {
-            Method::Post
-        }
-    }
-}
-
-/// One API call before signing: the command and its parameters (without `apikey`,
-/// `response`, `signatureversion`, `expires`, `signature`, which the transport adds).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ApiRequest {
-    pub command: String,
-    pub params: Vec<(String, String)>,
-}
-
-impl ApiRequest {
-    pub fn method(&self) -> Method {
-        Method::for_command(&self.command)
-    }
-}
+use super::request::ApiRequest;
 
 /// What came back: the HTTP status and the body as text.
 #[derive(Debug, Clone, PartialEq)]

@@ -2,8 +2,10 @@ use std::io::Write as _;
 use std::process::{Command, Stdio};
 
 use super::*;
-use crate::cloudstack::client::{ClientOptions, RetryPolicy};
-use crate::cloudstack::transport::{ApiRequest, RawResponse, Transport, TransportFuture};
+use crate::cloudstack::client::ClientOptions;
+use crate::cloudstack::request::ApiRequest;
+use crate::cloudstack::retry::RetryPolicy;
+use crate::cloudstack::transport::{RawResponse, Transport, TransportFuture};
 use crate::cycle::{ClusterOutcome, CycleError, CycleReport};
 use crate::diff::{Mismatch, Subject, VmRef};
 use crate::notify::DeliveryCounts;

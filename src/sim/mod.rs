@@ -15,7 +15,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::cloudstack::transport::{ApiRequest, Method, RawResponse, Transport, TransportFuture};
+use crate::cloudstack::request::{ApiRequest, Method};
+use crate::cloudstack::transport::{RawResponse, Transport, TransportFuture};
 
 pub use commands::{COMMANDS, Settings};
 pub use query::{ApiError, DEFAULT_PAGE_SIZE};

@@ -507,7 +507,7 @@ struct FailingProbe(cks_drift::sim::SimTransport);
 impl cks_drift::cloudstack::transport::Transport for FailingProbe {
     fn send(
         &self,
-        request: cks_drift::cloudstack::transport::ApiRequest,
+        request: cks_drift::cloudstack::request::ApiRequest,
     ) -> cks_drift::cloudstack::transport::TransportFuture<'_> {
         if request.command == "listVirtualMachines" && request.params.iter().any(|(k, _)| k == "id")
         {

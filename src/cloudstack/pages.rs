@@ -1,0 +1,470 @@
+//! Reading a list command page by page: which pages to ask for next given the rows read and
+//! the `count` the server reports, when the list is complete, and how one page's answer
+//! becomes rows. Pure bookkeeping and parsing: fetching pages, in parallel and in order,
+//! belongs to the client; an answer that is not a plain page is explained by `response`.
+
+use std::ops::RangeInclusive;
+
+use serde::de::{DeserializeOwned, DeserializeSeed};
+use serde_json::Value;
+
+use super::error::ApiError;
+use super::response::{as_u64, read_response, response_key};
+use super::transport::RawResponse;
+
+/// Pages read from one list command at most when the server sends no `count`: a server that
+/// ignores `page` would otherwise be read forever.
+const MAX_PAGES: u32 = 10_000;
+
+/// Where the reading of a list stands: the rows read so far, the `count` of the last page,
+/// and the batch of pages to ask for next. Answers are taken in page order.
+#[derive(Debug)]
+pub(super) struct Paging {
+    page_size: u32,
+    read: u64,
+    count: Option<u64>,
+    next: u32,
+    last: u32,
+}
+
+impl Paging {
+    /// Before the first page. The first batch is page 1 alone: its `count` tells how many
+    /// pages follow.
+    pub(super) fn new(page_size: u32) -> Paging {
+        Paging {
+            page_size: page_size.max(1),
+            read: 0,
+            count: None,
+            next: 1,
+            last: 1,
+        }
+    }
+
+    /// Rows asked for per page.
+    pub(super) fn page_size(&self) -> u32 {
+        self.page_size
+    }
+
+    /// The page whose answer is taken next.
+    pub(super) fn next_page(&self) -> u32 {
+        self.next
+    }
+
+    /// The pages to fetch together now.
+    pub(super) fn batch(&self) -> RangeInclusive<u32> {
+        self.next..=self.last
+    }
+
+    /// Takes the answer to [`Paging::next_page`]: `read` rows and the `count` it gave. True
+    /// when the list is complete: the rows read reach `count`, or the page came back short.
+    pub(super) fn complete_after(&mut self, read: usize, count: Option<u64>) -> bool {
+        self.read += read as u64;
+        let complete = count.is_some_and(|total| self.read >= total);
+        if complete || read < self.page_size as usize {
+            return true;
+        }
+        self.count = count;
+        self.next += 1;
+        false
+    }
+
+    /// After a batch whose pages were all full without reaching `count`: the next batch is
+    /// the pages `count` still implies, or one more page when there is no `count`.
+    pub(super) fn plan_next_batch(&mut self, command: &str) -> Result<(), ApiError> {
+        if self.next > MAX_PAGES {
+            return Err(ApiError::Decode {
+                command: command.to_string(),
+                detail: format!(
+                    "still full pages after {MAX_PAGES} pages without a reachable count"
+                ),
+            });
+        }
+        let more = self.count.map_or(1, |total| {
+            total
+                .saturating_sub(self.read)
+                .div_ceil(u64::from(self.page_size))
+        });
+        let more = u32::try_from(more.max(1)).unwrap_or(u32::MAX);
+        self.last = self.next.saturating_add(more - 1).min(MAX_PAGES);
+        Ok(())
+    }
+}
+
+/// One page of a list answer: its `count`, how many rows it had, and the rows kept.
+pub(super) struct ListPage<T> {
+    pub(super) count: Option<u64>,
+    pub(super) read: usize,
+    pub(super) rows: Vec<T>,
+}
+
+/// Reads the HTTP answer to page `page` of list `command`: the rows under `item_key` that
+/// `keep` accepts, or the [`ApiError`] the answer is. `page_size` is the one the request
+/// asked for, to explain a rejected page size.
+pub(super) fn read_page<T, K>(
+    command: &str,
+    endpoint: &str,
+    item_key: &str,
+    page: u32,
+    page_size: u32,
+    raw: &RawResponse,
+    keep: &K,
+) -> Result<ListPage<T>, ApiError>
+where
+    T: DeserializeOwned,
+    K: Fn(&T) -> bool,
+{
+    if raw.status == 200
+        && let Some(rows) = parse_page(&raw.body, &response_key(command), item_key, keep)
+    {
+        return Ok(rows);
+    }
+    // Not a plain page: the general reader tells what it is (an error answer, or what is
+    // wrong with the page).
+    let answer = read_response(command, endpoint, page_size, raw)?;
+    page_from_value(command, item_key, page, answer, keep)
+}
+
+/// Reads a page from an answer already parsed as JSON, saying which row is wrong if one is.
+fn page_from_value<T: DeserializeOwned>(
+    command: &str,
+    item_key: &str,
+    page: u32,
+    mut answer: Value,
+    keep: &impl Fn(&T) -> bool,
+) -> Result<ListPage<T>, ApiError> {
+    let count = read_count(command, &answer)?;
+    let items = match answer.get_mut(item_key).map(Value::take) {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items,
+        Some(other) => {
+            return Err(ApiError::Decode {
+                command: command.to_string(),
+                detail: format!("`{item_key}` is not a list but {}", kind(&other)),
+            });
+        }
+    };
+    let read = items.len();
+    let mut rows = Vec::new();
+    for (i, item) in items.into_iter().enumerate() {
+        let row = serde_json::from_value(item).map_err(|e| ApiError::Decode {
+            command: command.to_string(),
+            detail: format!("page {page}, `{item_key}` row {i}: {e}"),
+        })?;
+        if keep(&row) {
+            rows.push(row);
+        }
+    }
+    Ok(ListPage { count, read, rows })
+}
+
+/// Reads a list page straight from the body into rows, without building the JSON tree:
+/// `{"<response_key>": {"count": N, "<item_key>": [...]}}`, other keys skipped. `None` for
+/// anything else; [`page_from_value`] then says what is wrong.
+fn parse_page<T: DeserializeOwned>(
+    body: &str,
+    response_key: &str,
+    item_key: &str,
+    keep: &dyn Fn(&T) -> bool,
+) -> Option<ListPage<T>> {
+    let mut de = serde_json::Deserializer::from_str(body);
+    let seed = page_seed::Envelope {
+        response_key,
+        item_key,
+        keep,
+    };
+    let page = seed.deserialize(&mut de).ok()??;
+    de.end().ok()?;
+    Some(page)
+}
+
+/// The serde visitors behind [`parse_page`].
+mod page_seed {
+    use std::fmt;
+
+    use serde::Deserialize;
+    use serde::de::{
+        DeserializeSeed, Deserializer, Error, IgnoredAny, MapAccess, SeqAccess, Visitor,
+    };
+    use serde_json::Value;
+
+    use super::{ListPage, as_u64};
+
+    /// The whole answer: finds the response object.
+    pub(super) struct Envelope<'a, T> {
+        pub(super) response_key: &'a str,
+        pub(super) item_key: &'a str,
+        pub(super) keep: &'a dyn Fn(&T) -> bool,
+    }
+
+    /// The response object: `count` and the rows.
+    struct Body<'a, T> {
+        item_key: &'a str,
+        keep: &'a dyn Fn(&T) -> bool,
+    }
+
+    /// The rows: a list, or `null` for none.
+    struct Rows<'a, T> {
+        keep: &'a dyn Fn(&T) -> bool,
+    }
+
+    impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for Envelope<'_, T> {
+        type Value = Option<ListPage<T>>;
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for Envelope<'_, T> {
+        type Value = Option<ListPage<T>>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a CloudStack answer")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut page = None;
+            while let Some(key) = map.next_key::<String>()? {
+                if key == self.response_key && page.is_none() {
+                    page = Some(map.next_value_seed(Body {
+                        item_key: self.item_key,
+                        keep: self.keep,
+                    })?);
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(page)
+        }
+    }
+
+    impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for Body<'_, T> {
+        type Value = ListPage<T>;
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for Body<'_, T> {
+        type Value = ListPage<T>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a list response object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut page = ListPage {
+                count: None,
+                read: 0,
+                rows: Vec::new(),
+            };
+            while let Some(key) = map.next_key::<String>()? {
+                if key == "count" {
+                    page.count = match map.next_value::<Value>()? {
+                        Value::Null => None,
+                        value => Some(as_u64(&value).ok_or_else(|| A::Error::custom("count"))?),
+                    };
+                } else if key == self.item_key {
+                    (page.read, page.rows) = map.next_value_seed(Rows { keep: self.keep })?;
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(page)
+        }
+    }
+
+    impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for Rows<'_, T> {
+        type Value = (usize, Vec<T>);
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for Rows<'_, T> {
+        type Value = (usize, Vec<T>);
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a list of rows")
+        }
+
+        fn visit_unit<E: Error>(self) -> Result<Self::Value, E> {
+            Ok((0, Vec::new()))
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut read = 0;
+            let mut rows = Vec::new();
+            while let Some(row) = seq.next_element::<T>()? {
+                read += 1;
+                if (self.keep)(&row) {
+                    rows.push(row);
+                }
+            }
+            Ok((read, rows))
+        }
+    }
+}
+
+/// `count` of a list answer; CloudStack writes a number, tolerate a numeric string.
+fn read_count(command: &str, answer: &Value) -> Result<Option<u64>, ApiError> {
+    match answer.get("count") {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => as_u64(value).map(Some).ok_or_else(|| ApiError::Decode {
+            command: command.to_string(),
+            detail: format!("`count` is not a number: {value}"),
+        }),
+    }
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Deserialize;
+    use serde_json::json;
+
+    use super::*;
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Row {
+        id: String,
+    }
+
+    /// Feeds `answers` (rows read, `count`) in page order; returns each batch asked for, and
+    /// whether the list came out complete.
+    fn batches(page_size: u32, answers: &[(usize, Option<u64>)]) -> (Vec<Vec<u32>>, bool) {
+        let mut paging = Paging::new(page_size);
+        let mut answers = answers.iter();
+        let mut asked = Vec::new();
+        loop {
+            asked.push(paging.batch().collect::<Vec<_>>());
+            for _ in paging.batch() {
+                let Some(&(read, count)) = answers.next() else {
+                    return (asked, false);
+                };
+                if paging.complete_after(read, count) {
+                    return (asked, true);
+                }
+            }
+            paging.plan_next_batch("listZones").unwrap();
+        }
+    }
+
+    #[test]
+    fn count_decides_the_batches_after_page_one() {
+        let (asked, complete) = batches(
+            500,
+            &[(500, Some(1203)), (500, Some(1203)), (203, Some(1203))],
+        );
+        assert_eq!(asked, [vec![1], vec![2, 3]]);
+        assert!(complete);
+        // A full page that reaches `count` ends the list.
+        let (asked, complete) = batches(500, &[(500, Some(1000)), (500, Some(1000))]);
+        assert_eq!(asked, [vec![1], vec![2]]);
+        assert!(complete);
+    }
+
+    #[test]
+    fn a_count_that_grows_adds_pages() {
+        let (asked, complete) = batches(2, &[(2, Some(4)), (2, Some(6)), (2, Some(6))]);
+        assert_eq!(asked, [vec![1], vec![2], vec![3]]);
+        assert!(complete);
+    }
+
+    #[test]
+    fn without_count_pages_are_asked_one_at_a_time() {
+        let (asked, complete) = batches(2, &[(2, None), (2, None), (1, None)]);
+        assert_eq!(asked, [vec![1], vec![2], vec![3]]);
+        assert!(complete);
+        // A page size of zero asks for one row per page.
+        let mut paging = Paging::new(0);
+        assert_eq!(paging.page_size(), 1);
+        assert!(!paging.complete_after(1, None));
+        assert_eq!(paging.next_page(), 2);
+    }
+
+    #[test]
+    fn full_pages_without_count_stop_at_the_page_limit() {
+        let mut paging = Paging::new(1);
+        loop {
+            for _ in paging.batch() {
+                assert!(!paging.complete_after(1, None));
+            }
+            if let Err(err) = paging.plan_next_batch("listZones") {
+                assert!(
+                    matches!(&err, ApiError::Decode { command, detail } if command == "listZones" && detail == "still full pages after 10000 pages without a reachable count"),
+                    "{err:?}"
+                );
+                break;
+            }
+        }
+        assert_eq!(paging.next_page(), MAX_PAGES + 1);
+    }
+
+    #[test]
+    fn a_plain_page_is_read_straight_from_the_body() {
+        let body = json!({
+            "other": {"count": 9},
+            "listzonesresponse": {
+                "zone": [{"id": "z1", "name": "a"}, {"id": "z2"}, {"id": "z3"}],
+                "count": "3",
+                "extra": [1, 2]
+            }
+        })
+        .to_string();
+        let keep = |row: &Row| row.id != "z2";
+        let page = parse_page(&body, "listzonesresponse", "zone", &keep).unwrap();
+        assert_eq!(page.count, Some(3));
+        assert_eq!(page.read, 3);
+        assert_eq!(
+            page.rows,
+            [Row { id: "z1".into() }, Row { id: "z3".into() }]
+        );
+        let empty = parse_page::<Row>(
+            r#"{"listzonesresponse":{"zone":null}}"#,
+            "listzonesresponse",
+            "zone",
+            &|_| true,
+        )
+        .unwrap();
+        assert_eq!((empty.count, empty.read, empty.rows.len()), (None, 0, 0));
+    }
+
+    #[test]
+    fn anything_but_a_plain_page_is_left_to_the_general_reader() {
+        for body in [
+            r#"{"listzonesresponse":{"count":1,"zone":{"id":"z1"}}}"#,
+            r#"{"listzonesresponse":{"count":"many","zone":[]}}"#,
+            r#"{"listzonesresponse":{"zone":[{"name":"no id"}]}}"#,
+            r#"{"errorresponse":{"errorcode":431}}"#,
+            r#"{"listzonesresponse":{}} trailing"#,
+            "<html>",
+        ] {
+            let page = parse_page::<Row>(body, "listzonesresponse", "zone", &|_| true);
+            assert!(page.is_none(), "{body}");
+        }
+        let raw = RawResponse {
+            status: 200,
+            body: r#"{"listzonesresponse":{"count":1,"zone":{"id":"z1"}}}"#.to_string(),
+        };
+        let err = read_page::<Row, _>("listZones", "e", "zone", 1, 500, &raw, &|_| true)
+            .err()
+            .unwrap();
+        assert!(
+            matches!(&err, ApiError::Decode { detail, .. } if detail == "`zone` is not a list but an object"),
+            "{err:?}"
+        );
+    }
+}
