@@ -271,6 +271,24 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
     ("log", &["level", "format"]),
 ];
 
+const MINUTE: Duration = Duration::from_secs(60);
+const HOUR: Duration = Duration::from_secs(3600);
+const DAY: Duration = Duration::from_secs(86_400);
+
+/// A duration as people write it in the config: `0s`, `90s`, `5m`, `1h`, `7d`.
+pub fn human_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    if d.subsec_nanos() != 0 {
+        return format!("{}ms", d.as_millis());
+    }
+    for (unit, size) in [("d", 86_400), ("h", 3600), ("m", 60)] {
+        if secs >= size && secs % size == 0 {
+            return format!("{}{unit}", secs / size);
+        }
+    }
+    format!("{secs}s")
+}
+
 /// Parses a duration with a unit: `500ms`, `30s`, `5m`, `1h`, `1d`, or a sum like `1h30m`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
@@ -310,7 +328,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
                 ));
             }
         };
-        total += part;
+        total = total
+            .checked_add(part)
+            .ok_or_else(|| format!("{s:?} is too long a duration"))?;
     }
     Ok(total)
 }
@@ -376,12 +396,19 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn duration(&mut self, key: &str, default: &str, min: Duration) -> Duration {
+    /// A duration between `min` and `max`: past `max` a setting makes no sense, and a
+    /// deadline that far ahead would overflow the clock.
+    fn duration(&mut self, key: &str, default: &str, min: Duration, max: Duration) -> Duration {
         let text = self.string(key).unwrap_or_else(|| default.to_string());
         match parse_duration(&text) {
-            Ok(d) if d >= min => d,
-            Ok(_) => {
+            Ok(d) if d >= min && d <= max => d,
+            Ok(d) if d < min => {
                 self.problem(key, format!("is {text:?}; it must be at least {min:?}"));
+                parse_duration(default).unwrap_or(min)
+            }
+            Ok(_) => {
+                let max_text = human_duration(max);
+                self.problem(key, format!("is {text:?}; it must be at most {max_text}"));
                 parse_duration(default).unwrap_or(min)
             }
             Err(e) => {
@@ -535,7 +562,7 @@ impl Config {
             url,
             api_key,
             secret_key,
-            timeout: r.duration("cloudstack.timeout", "30s", Duration::from_secs(1)),
+            timeout: r.duration("cloudstack.timeout", "30s", Duration::from_secs(1), HOUR),
             ca_file: r.path("cloudstack.ca_file"),
             insecure: r.bool("cloudstack.insecure", false),
             page_size: r.int("cloudstack.page_size", 500, 1, 10_000) as u32,
@@ -579,16 +606,21 @@ impl Config {
                 .path("ssh.known_hosts")
                 .unwrap_or_else(|| DEFAULT_KNOWN_HOSTS.into()),
             host_key_policy,
-            connect_timeout: r.duration("ssh.connect_timeout", "10s", Duration::from_millis(100)),
-            command_timeout: r.duration("ssh.command_timeout", "20s", Duration::from_secs(1)),
+            connect_timeout: r.duration(
+                "ssh.connect_timeout",
+                "10s",
+                Duration::from_millis(100),
+                10 * MINUTE,
+            ),
+            command_timeout: r.duration("ssh.command_timeout", "20s", Duration::from_secs(1), HOUR),
             command,
         };
 
         let check = CheckSettings {
             enabled: r.bool("check.enabled", true),
-            interval: r.duration("check.interval", "5m", Duration::from_secs(1)),
-            initial_delay: r.duration("check.initial_delay", "0s", Duration::ZERO),
-            grace_period: r.duration("check.grace_period", "15m", Duration::ZERO),
+            interval: r.duration("check.interval", "5m", Duration::from_secs(1), 7 * DAY),
+            initial_delay: r.duration("check.initial_delay", "0s", Duration::ZERO, DAY),
+            grace_period: r.duration("check.grace_period", "15m", Duration::ZERO, 30 * DAY),
             concurrency: r.int("check.concurrency", 8, 1, 1024) as usize,
         };
 

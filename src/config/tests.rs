@@ -203,6 +203,53 @@ fn durations() {
             .contains("unknown unit \"w\"")
     );
     assert!(parse_duration("").is_err());
+    assert_eq!(
+        parse_duration("18446744073709551615s1s"),
+        Err("\"18446744073709551615s1s\" is too long a duration".to_string())
+    );
+}
+
+#[test]
+fn absurd_durations_are_problems_not_crashes() {
+    let text = MINIMAL
+        .replace(
+            "[cloudstack]",
+            "[cloudstack]\ntimeout = \"18446744073709551615d\"",
+        )
+        .replace(
+            "[ssh]",
+            "[ssh]\nconnect_timeout = \"99999999999999h\"\ncommand_timeout = \"2h\"",
+        );
+    let text = format!(
+        "{text}[check]\ninterval = \"18446744073709551615s\"\ninitial_delay = \"2d\"\ngrace_period = \"31d\"\n"
+    );
+    let mut found = problems(&text);
+    found.sort();
+    assert_eq!(
+        found,
+        [
+            "check.grace_period: is \"31d\"; it must be at most 30d",
+            "check.initial_delay: is \"2d\"; it must be at most 1d",
+            "check.interval: is \"18446744073709551615s\"; it must be at most 7d",
+            "cloudstack.timeout: is \"18446744073709551615d\"; it must be at most 1h",
+            "ssh.command_timeout: is \"2h\"; it must be at most 1h",
+            "ssh.connect_timeout: is \"99999999999999h\"; it must be at most 10m",
+        ]
+    );
+}
+
+#[test]
+fn durations_print_as_people_write_them() {
+    for (d, text) in [
+        (Duration::ZERO, "0s"),
+        (Duration::from_secs(90), "90s"),
+        (Duration::from_secs(300), "5m"),
+        (Duration::from_secs(3600), "1h"),
+        (Duration::from_secs(7 * 86_400), "7d"),
+        (Duration::from_millis(250), "250ms"),
+    ] {
+        assert_eq!(human_duration(d), text);
+    }
 }
 
 #[test]
