@@ -271,6 +271,15 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
     ("log", &["level", "format"]),
 ];
 
+/// The warning of a plain `http://` API endpoint, at start and in `validate-config`.
+pub const PLAIN_HTTP: &str = "is a plain http:// URL: every request's signature and the answers \
+     travel in clear, so anything on the way can read them, replay a request within its expiry \
+     and forge answers; use https:// (with cloudstack.ca_file for a private CA)";
+
+/// The warning of `ssh.host_key_policy = "off"`, at start and in `validate-config`.
+pub const HOST_KEYS_OFF: &str = "is \"off\": any host key is accepted, so a machine posing as a \
+     control node is trusted; use \"accept-new\" (the default) or \"strict\"";
+
 const MINUTE: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3600);
 const DAY: Duration = Duration::from_secs(86_400);

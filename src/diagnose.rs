@@ -226,6 +226,13 @@ fn transport(e: &TransportError, url: &str) -> Diagnosis {
                  port in cloudstack.url and firewalls, or raise cloudstack.timeout"
             ),
         ),
+        TransportError::TooLarge { .. } => Diagnosis::new(
+            Step::Endpoint,
+            format!(
+                "{e}; cloudstack.url must be the management server's API endpoint, e.g. \
+                 \"https://cloud.example.com/client/api\""
+            ),
+        ),
         TransportError::Other { source, .. } => Diagnosis::new(
             Step::Endpoint,
             format!(

@@ -71,6 +71,18 @@ impl Engine {
         if config.cloudstack.insecure {
             tracing::warn!(url = %config.cloudstack.url, "TLS certificate verification is off (cloudstack.insecure = true)");
         }
+        if config
+            .cloudstack
+            .url
+            .trim()
+            .to_ascii_lowercase()
+            .starts_with("http://")
+        {
+            tracing::warn!(url = %config.cloudstack.url, "cloudstack.url {}", crate::config::PLAIN_HTTP);
+        }
+        if config.ssh.host_key_policy == crate::config::HostKeyPolicy::Off {
+            tracing::warn!("ssh.host_key_policy {}", crate::config::HOST_KEYS_OFF);
+        }
         let api = Client::new(&config.cloudstack).map_err(|e| error_chain(&e))?;
         let lister = SshNodeLister::new(&config.ssh).map_err(|e| error_chain(&e))?;
         Ok(Engine {

@@ -210,11 +210,19 @@ fn setting_warnings(raw: &Raw<'_>) -> Vec<Finding> {
              signed its certificate and remove insecure",
         ));
     }
+    if raw
+        .str("cloudstack.url")
+        .is_some_and(|u| u.trim().to_ascii_lowercase().starts_with("http://"))
+    {
+        out.push(Finding::warning(
+            "cloudstack.url",
+            crate::config::PLAIN_HTTP,
+        ));
+    }
     if raw.str("ssh.host_key_policy") == Some("off") {
         out.push(Finding::warning(
             "ssh.host_key_policy",
-            "is \"off\": any host key is accepted, so a machine posing as a control node is \
-             trusted; use \"accept-new\" (the default) or \"strict\"",
+            crate::config::HOST_KEYS_OFF,
         ));
     }
     if let Some(text) = raw.str("check.grace_period")

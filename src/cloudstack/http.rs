@@ -13,6 +13,10 @@ use super::transport::{RawResponse, Transport, TransportError, TransportFuture};
 use crate::config::{CloudStackSettings, Secret};
 use crate::time::Timestamp;
 
+/// The most of one answer that is read. CloudStack's largest answers, pages of 500
+/// clusters with their VMs, are a few MB.
+pub const MAX_BODY: usize = 64 * 1024 * 1024;
+
 /// Signs and sends API requests to one management server.
 ///
 /// `Debug` shows the endpoint only: the keys are [`Secret`]s and the signed URL is never kept.
@@ -36,6 +40,10 @@ impl HttpTransport {
             });
         }
         let mut builder = reqwest::Client::builder()
+            // CloudStack's API never redirects. A redirect would carry the signed request (the
+            // API key and a valid signature) to wherever it points, so it is never followed:
+            // the 3xx answer is an error like any other unexpected answer.
+            .redirect(reqwest::redirect::Policy::none())
             .timeout(settings.timeout)
             .connect_timeout(settings.timeout)
             .user_agent(concat!("cks-drift/", env!("CARGO_PKG_VERSION")));
@@ -77,9 +85,23 @@ impl HttpTransport {
                 .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
                 .body(body),
         };
-        let response = builder.send().await.map_err(|e| self.transport_error(e))?;
+        let mut response = builder.send().await.map_err(|e| self.transport_error(e))?;
         let status = response.status().as_u16();
-        let body = response.text().await.map_err(|e| self.transport_error(e))?;
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| self.transport_error(e))?
+        {
+            if body.len() + chunk.len() > MAX_BODY {
+                return Err(TransportError::TooLarge {
+                    url: self.url.clone(),
+                    limit: MAX_BODY,
+                });
+            }
+            body.extend_from_slice(&chunk);
+        }
+        let body = String::from_utf8_lossy(&body).into_owned();
         Ok(RawResponse { status, body })
     }
 

@@ -26,6 +26,10 @@ pub enum TransportError {
     },
     #[error("no answer from {url} within {seconds} s")]
     Timeout { url: String, seconds: u64 },
+    /// The answer went on past the bound every answer is read to: not CloudStack's (its
+    /// largest pages are a few MB), and not to be held in memory.
+    #[error("the answer from {url} is larger than {limit} bytes; it was not read further")]
+    TooLarge { url: String, limit: usize },
     #[error("request to {url} failed")]
     Other {
         url: String,

@@ -3,6 +3,7 @@
 //! `KUBERNETES.CLUSTER.VM.MAP.CHECK` events live.
 
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -78,9 +79,12 @@ pub fn append(path: &Path, n: &Notification) -> Result<(), EventLogError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(err)?;
     }
+    // Not through a symlink, and readable by the service's group at most, whatever the umask.
     let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o640)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .map_err(err)?;
     file.write_all(text.as_bytes()).map_err(err)?;

@@ -703,7 +703,8 @@ impl HostKeyCheck {
             path: self.known_hosts.clone(),
             source,
         };
-        let text = match std::fs::read_to_string(&self.known_hosts) {
+        // Read by russh again below, by path: a symlink is refused here, as it is when writing.
+        let text = match read_no_follow(&self.known_hosts) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(HostKeyMatch::New),
             Err(e) => return Err(failed(e.into())),
@@ -761,6 +762,17 @@ fn physical_line(text: &str, entry: usize) -> usize {
         .map_or(entry, |(index, _)| index + 1)
 }
 
+/// The file's text, refusing a symlink (`ELOOP`).
+fn read_no_follow(path: &Path) -> std::io::Result<String> {
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    Ok(text)
+}
+
 /// Appends `host key` to `known_hosts`, creating the file (mode 0600) and its directory
 /// (mode 0700) if missing. One `write` per line, so a reader never sees half of one.
 fn append_known_host(
@@ -780,6 +792,7 @@ fn append_known_host(
         .append(true)
         .create(true)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)?;
     let mut line = String::new();
     if file.metadata()?.len() > 0 {

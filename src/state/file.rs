@@ -61,6 +61,7 @@ impl StateFile {
             .create(true)
             .truncate(false)
             .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&lock_path)
             .map_err(io("open", &lock_path))?;
         match lock.try_lock() {
