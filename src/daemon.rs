@@ -9,11 +9,12 @@ pub mod http;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use sd_notify::NotifyState;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::task::{JoinError, JoinHandle};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
@@ -251,7 +252,7 @@ impl Scheduler {
     ) -> Result<(), DaemonError> {
         loop {
             let may_start = self.config.check.enabled && self.running.is_none();
-            let due = tokio::time::Instant::from_std(self.next_due);
+            let due = self.next_due;
             let event = tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => Event::Shutdown,
