@@ -419,3 +419,6 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
