@@ -291,7 +291,7 @@ pub fn human_duration(d: Duration) -> String {
         return format!("{}ms", d.as_millis());
     }
     for (unit, size) in [("d", 86_400), ("h", 3600), ("m", 60)] {
-        if secs >= size && secs % size == 0 {
+        if secs >= size && secs.is_multiple_of(size) {
             return format!("{}{unit}", secs / size);
         }
     }

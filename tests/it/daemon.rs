@@ -1,6 +1,11 @@
 //! `cks-drift run` end to end: the real binary with a 1 s interval against the fake
 //! CloudStack, real sshd and the real kubectl, watched through `/metrics`, `/healthz`, a
 //! notify socket standing in for systemd, the event log and the simulator's call log.
+//!
+//! These cover the wiring: signals, the notify socket, the endpoint, the state lock, and a
+//! real tick cancelled at the shutdown deadline. The scheduler's timing (spacing, overlap,
+//! late cycles, reloads between ticks, check.enabled, the watchdog) is tested in process
+//! under paused time, in `daemon::service::tests`.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -391,52 +396,6 @@ async fn runs_every_interval_alerts_a_new_drift_once_and_stops_cleanly() {
 }
 
 #[tokio::test]
-async fn a_slow_cycle_delays_the_next_and_never_overlaps() {
-    let (cloud, id) = one_cluster().await;
-    let dir = cloud.dir.path();
-    let trace = dir.join("listings");
-    // Each node listing takes 1.5 s, longer than the interval.
-    let wrapper = script(
-        &dir.join("slow.sh"),
-        &format!(
-            "echo start >> {t}\nsleep 1.5\n\"$@\"\nrc=$?\necho end >> {t}\nexit $rc\n",
-            t = trace.display()
-        ),
-    );
-    let port = free_port();
-    let (config, _) = daemon_config(&cloud, port, "interval = \"1s\"", Some(&wrapper));
-    let mut daemon = Daemon::start(dir, &config, port).await;
-    daemon
-        .wait_until("three slow cycles", || async {
-            daemon.ok_cycles().await >= 3.0
-        })
-        .await;
-    let text = daemon.metrics().await;
-    assert!(sample(&text, "cks_drift_cycle_duration_seconds") > 1.5);
-    assert!(text.contains("\ncks_drift_clusters{status=\"checked\"} 1\n"));
-    daemon.signal("TERM");
-    assert_eq!(daemon.exit().await.code(), Some(0));
-
-    let listings = std::fs::read_to_string(&trace).unwrap();
-    let lines: Vec<&str> = listings.lines().collect();
-    assert!(
-        lines.iter().filter(|l| **l == "end").count() >= 3,
-        "{listings}"
-    );
-    // Strictly start, end, start, end...: no listing began while another ran.
-    for (i, line) in lines.iter().enumerate() {
-        let expected = if i % 2 == 0 { "start" } else { "end" };
-        assert_eq!(*line, expected, "line {i} of\n{listings}");
-    }
-    assert_eq!(ssh_sessions(&cloud, &id), lines.len().div_ceil(2));
-    let log = daemon.log();
-    assert!(
-        log.contains("the cycle took longer than check.interval; the next one starts late"),
-        "{log}"
-    );
-}
-
-#[tokio::test]
 async fn sighup_reloads_refuses_a_bad_config_and_turns_checking_off_and_on() {
     let (cloud, id) = one_cluster().await;
     let port = free_port();
@@ -463,13 +422,14 @@ async fn sighup_reloads_refuses_a_bad_config_and_turns_checking_off_and_on() {
     assert!(daemon.log().contains("check.interval: \"1\" has no unit"));
     let before = daemon.ok_cycles().await;
     daemon
-        .wait_until("cycles after the refusal", || async {
-            daemon.ok_cycles().await >= before + 2.0
+        .wait_until("a cycle after the refusal", || async {
+            daemon.ok_cycles().await >= before + 1.0
         })
         .await;
 
-    // check.enabled = false: no API list call and no SSH session any more. The endpoint's
-    // address cannot change without a restart: it stays where it is.
+    // check.enabled = false. That no cycle runs then is shown in process
+    // (daemon::service::tests); here the reload itself. The endpoint's address cannot
+    // change without a restart: it stays where it is.
     let moved = text
         .replace("interval = \"1s\"", "interval = \"1s\"\nenabled = false")
         .replace(&format!(":{port}\""), &format!(":{}\"", free_port()));
@@ -480,15 +440,12 @@ async fn sighup_reloads_refuses_a_bad_config_and_turns_checking_off_and_on() {
             daemon.metric("cks_drift_check_enabled").await == 0.0
         })
         .await;
-    // A cycle that was running when the signal came finishes; give it time to.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // A cycle that was running when the signal came finishes; give it time to, so that
+    // the counts below are from before checking is on again.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     let lists = cloud.sim().call_count("listKubernetesClusters");
     let sessions = ssh_sessions(&cloud, &id);
     let cycles = daemon.ok_cycles().await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(cloud.sim().call_count("listKubernetesClusters"), lists);
-    assert_eq!(ssh_sessions(&cloud, &id), sessions);
-    assert_eq!(daemon.ok_cycles().await, cycles);
     let (status, _, body) = daemon.get("/healthz").await;
     assert_eq!(
         (status, body.as_str()),
@@ -510,7 +467,7 @@ async fn sighup_reloads_refuses_a_bad_config_and_turns_checking_off_and_on() {
     daemon.signal("HUP");
     daemon
         .wait_until("checking again", || async {
-            daemon.ok_cycles().await >= cycles + 2.0
+            daemon.ok_cycles().await >= cycles + 1.0
         })
         .await;
     assert!(cloud.sim().call_count("listKubernetesClusters") > lists);

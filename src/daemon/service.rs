@@ -1,0 +1,424 @@
+//! The core of `cks-drift run`, handed built parts: it runs one tick at a time every
+//! `check.interval`, applies reloaded configs between ticks, serves the endpoint on a bound
+//! listener, tells systemd how it goes and keeps the shutdown deadline.
+//!
+//! Loading the config, logging, signals and the state file's lock belong to `daemon::run`.
+//! All timing is tokio's (`tokio::time`), so tests drive the core with paused time.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use sd_notify::NotifyState;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::task::{JoinError, JoinHandle};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, error, info, info_span, warn};
+
+use super::http::{self, Health, Shared};
+use super::{DISABLED_STATUS, DaemonError, failure_text, status_line};
+use crate::config::Config;
+use crate::engine::{Engine, Store, Tick};
+use crate::error_chain::error_chain;
+use crate::metrics::{CycleOutcome, Metrics};
+use crate::time::Timestamp;
+
+/// How long a running cycle may go on after shutdown is requested before it is cancelled.
+/// The state file is written atomically and queued notifications stay in it, so cancelling
+/// loses nothing that was decided.
+pub const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(10);
+
+/// How long open HTTP requests may take to finish at shutdown.
+const HTTP_SHUTDOWN_DEADLINE: Duration = Duration::from_secs(5);
+
+/// What the scheduler runs: the `Engine`, or a stand-in in tests.
+pub trait Ticker: Send + Sized + 'static {
+    /// One tick that started at `now`.
+    fn tick(&mut self, now: Timestamp) -> impl Future<Output = Tick> + Send;
+
+    /// Puts `self` in force: at start, in place of `old` after a reload (it takes over what
+    /// `old` keeps between ticks: the locked state), or after a failed tick task. Its API
+    /// requests count in `metrics` from now on.
+    fn take_over(&mut self, old: Option<Self>, metrics: &Metrics);
+}
+
+impl Ticker for Engine {
+    fn tick(&mut self, now: Timestamp) -> impl Future<Output = Tick> + Send {
+        Engine::tick(self, now)
+    }
+
+    fn take_over(&mut self, old: Option<Engine>, metrics: &Metrics) {
+        if let Some(mut old) = old {
+            self.store = old.store.take();
+        }
+        metrics.track_api_client(self.api.clone());
+    }
+}
+
+/// Where notifications to systemd go.
+pub trait Notifier: Send + Sync + 'static {
+    fn notify(&self, states: &[NotifyState<'_>]);
+}
+
+/// What the core is handed.
+pub struct Parts<E, B> {
+    /// The config in force.
+    pub config: Config,
+    /// Built from `config`, with the state.
+    pub engine: E,
+    /// Builds the engine of a config (`Engine::from_config`): without a state for a reloaded
+    /// config, whose engine takes over the state at its first tick; with the state opened
+    /// again after a tick task failed.
+    pub build: B,
+    /// The endpoint's, already bound; `None` when `http.listen` is off.
+    pub listener: Option<TcpListener>,
+    /// Each config read again (on SIGHUP), in order.
+    pub reloads: UnboundedReceiver<Config>,
+    pub notifier: Arc<dyn Notifier>,
+    /// systemd's watchdog period (`WatchdogSec`), when it watches.
+    pub watchdog: Option<Duration>,
+}
+
+/// Runs the service until `shutdown` is cancelled. Returns once the running cycle finished
+/// or was cancelled at the deadline.
+pub async fn serve<E, B>(parts: Parts<E, B>, shutdown: CancellationToken) -> Result<(), DaemonError>
+where
+    E: Ticker,
+    B: FnMut(&Config, Option<Store>) -> Result<E, String> + Send,
+{
+    let Parts {
+        config,
+        mut engine,
+        build,
+        listener,
+        reloads,
+        notifier,
+        watchdog,
+    } = parts;
+    let started = Instant::now();
+    let metrics = Metrics::new(config.check.enabled);
+    engine.take_over(None, &metrics);
+    let shared = Arc::new(Shared {
+        metrics,
+        health: Mutex::new(Health {
+            enabled: config.check.enabled,
+            interval: config.check.interval,
+            since: started + config.check.initial_delay,
+            last_success: None,
+            last_failure: None,
+            running_since: None,
+        }),
+    });
+
+    let server = listener.map(|listener| {
+        if let Ok(bound) = listener.local_addr() {
+            info!(address = %bound, "serving /metrics and /healthz");
+        }
+        let shared = shared.clone();
+        let stop = shutdown.child_token();
+        tokio::spawn(async move {
+            if let Err(e) = http::serve(listener, shared, stop).await {
+                error!(error = %e, "the HTTP endpoint failed");
+            }
+        })
+    });
+
+    let status = if config.check.enabled {
+        "waiting for the first cycle"
+    } else {
+        DISABLED_STATUS
+    };
+    notifier.notify(&[NotifyState::Ready, NotifyState::Status(status)]);
+    spawn_watchdog(watchdog, notifier.clone(), shutdown.clone());
+    info!(
+        interval = ?config.check.interval,
+        initial_delay = ?config.check.initial_delay,
+        enabled = config.check.enabled,
+        "cks-drift is running"
+    );
+
+    let mut scheduler = Scheduler {
+        next_due: started + config.check.initial_delay,
+        last_start: None,
+        config,
+        build,
+        idle: Some(engine),
+        reloaded: None,
+        running: None,
+        shared,
+        notifier: notifier.clone(),
+    };
+    let outcome = scheduler.run(reloads, &shutdown).await;
+
+    notifier.notify(&[NotifyState::Stopping]);
+    info!("shutting down");
+    scheduler.stop().await;
+    if let Some(server) = server {
+        // The server's token is a child of `shutdown`, which is cancelled by now, unless
+        // the scheduler stopped on an error.
+        shutdown.cancel();
+        if tokio::time::timeout(HTTP_SHUTDOWN_DEADLINE, server)
+            .await
+            .is_err()
+        {
+            warn!("HTTP requests still open at shutdown were dropped");
+        }
+    }
+    outcome
+}
+
+/// Pings the systemd watchdog at half its period. The pings come from their own task, so a
+/// slow cycle never trips the watchdog; a wedged runtime does.
+fn spawn_watchdog(
+    period: Option<Duration>,
+    notifier: Arc<dyn Notifier>,
+    shutdown: CancellationToken,
+) {
+    let Some(period) = period else {
+        return;
+    };
+    let every = (period / 2).max(Duration::from_millis(10));
+    debug!(every = ?every, "pinging the systemd watchdog");
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(every);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = ticker.tick() => notifier.notify(&[NotifyState::Watchdog]),
+            }
+        }
+    });
+}
+
+/// What a finished tick task hands back.
+struct Finished<E> {
+    engine: E,
+    tick: Tick,
+    /// When the tick started, and how long it took.
+    at: Timestamp,
+    took: Duration,
+}
+
+enum Event<E> {
+    Shutdown,
+    Reload(Box<Config>),
+    Due,
+    Finished(Box<Result<Finished<E>, JoinError>>),
+}
+
+/// The scheduling loop and what it owns: the config in force, the engine (home while no
+/// tick runs), an engine built from a reloaded config, and the running tick.
+struct Scheduler<E, B> {
+    config: Config,
+    build: B,
+    /// The engine while no tick runs.
+    idle: Option<E>,
+    /// Built from a reloaded config; takes over the state at the next tick.
+    reloaded: Option<E>,
+    running: Option<JoinHandle<Finished<E>>>,
+    /// When the next tick may start (start-to-start spacing).
+    next_due: Instant,
+    last_start: Option<Instant>,
+    shared: Arc<Shared>,
+    notifier: Arc<dyn Notifier>,
+}
+
+impl<E, B> Scheduler<E, B>
+where
+    E: Ticker,
+    B: FnMut(&Config, Option<Store>) -> Result<E, String>,
+{
+    async fn run(
+        &mut self,
+        mut reloads: UnboundedReceiver<Config>,
+        shutdown: &CancellationToken,
+    ) -> Result<(), DaemonError> {
+        loop {
+            let may_start = self.config.check.enabled && self.running.is_none();
+            let due = self.next_due;
+            let event = tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => Event::Shutdown,
+                Some(config) = reloads.recv() => Event::Reload(Box::new(config)),
+                joined = async { self.running.as_mut().expect("running").await }, if self.running.is_some() => {
+                    Event::Finished(Box::new(joined))
+                }
+                _ = tokio::time::sleep_until(due), if may_start => Event::Due,
+            };
+            match event {
+                Event::Shutdown => return Ok(()),
+                Event::Reload(config) => self.reload(*config),
+                Event::Due => self.start(),
+                Event::Finished(joined) => {
+                    self.running = None;
+                    self.finish(*joined)?;
+                }
+            }
+        }
+    }
+
+    /// Starts a tick on its own task with the engine of the config in force now.
+    fn start(&mut self) {
+        let Some(mut engine) = self.idle.take() else {
+            return;
+        };
+        if let Some(mut next) = self.reloaded.take() {
+            next.take_over(Some(engine), &self.shared.metrics);
+            engine = next;
+        }
+        let now = Instant::now();
+        // Start to start: an overrun delays the next tick, it never runs two at once.
+        self.next_due = now + self.config.check.interval;
+        self.shared.health().running_since = Some(now);
+        let span = info_span!("tick");
+        let task = tokio::spawn(
+            async move {
+                let began = Instant::now();
+                let at = Timestamp::now();
+                let tick = engine.tick(at).await;
+                Finished {
+                    engine,
+                    tick,
+                    at,
+                    took: began.elapsed(),
+                }
+            }
+            .instrument(span),
+        );
+        self.running = Some(task);
+        self.last_start = Some(now);
+    }
+
+    fn finish(&mut self, joined: Result<Finished<E>, JoinError>) -> Result<(), DaemonError> {
+        self.shared.health().running_since = None;
+        let Finished {
+            engine,
+            tick,
+            at,
+            took,
+        } = match joined {
+            Ok(f) => f,
+            Err(e) => {
+                // The engine, and the state file's lock with it, went down with the task.
+                error!(error = %e, "the cycle task failed; reopening the state file");
+                let store = Store::open(&self.config)?;
+                let mut engine =
+                    (self.build)(&self.config, Some(store)).map_err(DaemonError::Engine)?;
+                engine.take_over(None, &self.shared.metrics);
+                self.reloaded = None;
+                self.idle = Some(engine);
+                return Ok(());
+            }
+        };
+        self.idle = Some(engine);
+        let now = Instant::now();
+        self.shared
+            .metrics
+            .record_tick(&tick, took, SystemTime::now());
+        {
+            let mut health = self.shared.health();
+            match CycleOutcome::of(&tick) {
+                CycleOutcome::Ok => {
+                    health.last_success = Some(now);
+                    health.last_failure = None;
+                }
+                CycleOutcome::Failed => health.last_failure = Some(failure_text(&tick)),
+            }
+        }
+        if let Err(e) = &tick.report {
+            warn!(error = %error_chain(e), "the cycle failed; the next one runs at the next interval");
+        }
+        if self.config.check.enabled && now > self.next_due {
+            warn!(
+                took = ?took,
+                interval = ?self.config.check.interval,
+                late = ?now - self.next_due,
+                "the cycle took longer than check.interval; the next one starts late"
+            );
+        }
+        let mut status = status_line(&tick, at);
+        if !self.config.check.enabled {
+            status.push_str("; ");
+            status.push_str(DISABLED_STATUS);
+        }
+        self.notifier.notify(&[NotifyState::Status(&status)]);
+        Ok(())
+    }
+
+    /// Takes a config read again. One whose engine cannot be built changes nothing; else it
+    /// applies from the next tick (a running tick finishes with the config it started with).
+    fn reload(&mut self, mut new: Config) {
+        let old = &self.config;
+        if new.state.path != old.state.path {
+            warn!(running = %old.state.path.display(), new = %new.state.path.display(), "state.path cannot change while running; restart to use the new path");
+            new.state.path = old.state.path.clone();
+        }
+        if new.http.listen != old.http.listen {
+            warn!(running = ?old.http.listen, new = ?new.http.listen, "http.listen cannot change while running; restart to use the new address");
+            new.http.listen = old.http.listen;
+        }
+        if new.log.level != old.log.level || new.log.format != old.log.format {
+            warn!("log.level and log.format take effect at the next restart");
+        }
+        let engine = match (self.build)(&new, None) {
+            Ok(e) => e,
+            Err(e) => {
+                error!(error = %e, "the new config is refused; the old one stays in force");
+                return;
+            }
+        };
+        let now = Instant::now();
+        let was_enabled = old.check.enabled;
+        let enabled = new.check.enabled;
+        // The interval in force spaces the next tick from the start of the last one.
+        if let Some(last) = self.last_start {
+            self.next_due = last + new.check.interval;
+        }
+        if enabled && !was_enabled {
+            // Turned back on: check now, and give health a fresh start.
+            self.next_due = now;
+            self.shared.health().since = now;
+            info!("checking is on again");
+        } else if !enabled && was_enabled {
+            info!("checking is off; no cycle runs until it is turned on again");
+            self.notifier
+                .notify(&[NotifyState::Status(DISABLED_STATUS)]);
+        }
+        {
+            let mut health = self.shared.health();
+            health.enabled = enabled;
+            health.interval = new.check.interval;
+        }
+        self.shared.metrics.set_check_enabled(enabled);
+        self.reloaded = Some(engine);
+        self.config = new;
+        info!(
+            enabled,
+            interval = ?self.config.check.interval,
+            "config reloaded; it applies from the next cycle"
+        );
+    }
+
+    /// At shutdown: lets a running tick finish within the deadline, else cancels it.
+    async fn stop(&mut self) {
+        let Some(mut task) = self.running.take() else {
+            return;
+        };
+        info!(deadline = ?SHUTDOWN_DEADLINE, "waiting for the running cycle to finish");
+        match tokio::time::timeout(SHUTDOWN_DEADLINE, &mut task).await {
+            Ok(_) => info!("the running cycle finished"),
+            Err(_) => {
+                // Dropping the tick at an await point is safe: every state write is atomic,
+                // and what was not yet delivered is still queued in the state file.
+                task.abort();
+                let _ = task.await;
+                warn!(deadline = ?SHUTDOWN_DEADLINE, "the running cycle was cancelled at the shutdown deadline");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
