@@ -6,6 +6,7 @@ mod cli;
 mod daemon;
 mod dedupe;
 mod fake_cloudstack;
+mod hardening;
 mod refusals;
 mod ssh;
 mod support;
