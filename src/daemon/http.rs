@@ -144,16 +144,64 @@ async fn healthz(State(shared): State<Arc<Shared>>) -> Response {
         .into_response()
 }
 
+/// Connections served at once; one more is closed as soon as it is accepted. The endpoint is
+/// for a scraper and a health probe, not for a crowd.
+pub const MAX_CONNECTIONS: usize = 32;
+
+/// A request's headers must have arrived within this; a client that sends them slowly, or
+/// not at all, loses its connection instead of holding it.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Serves the endpoint on `listener` until `shutdown` is cancelled; requests in flight then
-/// finish, idle connections are closed.
+/// finish, idle connections are closed. At most [`MAX_CONNECTIONS`] at once, each with
+/// [`HEADER_READ_TIMEOUT`] to send its request's headers.
 pub async fn serve(
     listener: TcpListener,
     shared: Arc<Shared>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(shared))
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
+    let app = router(shared);
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of descriptors, say: wait a little rather than spin.
+                tracing::debug!(error = %e, "cannot accept a connection on the HTTP endpoint");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::debug!("too many connections to the HTTP endpoint; one closed");
+            continue;
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let shutdown = shutdown.clone();
+        connections.spawn(async move {
+            let _slot = slot;
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                () = shutdown.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
+            }
+        });
+        while connections.try_join_next().is_some() {}
+    }
+    while connections.join_next().await.is_some() {}
+    Ok(())
 }
 
 #[cfg(test)]

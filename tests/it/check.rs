@@ -352,9 +352,12 @@ async fn bad_credentials_and_unreachable_api_exit_2() {
     assert_eq!(run.stdout, "");
     let url = cloud.api.url();
     assert!(
-        crate::support::cloud::from_any_listing(run.stderr.trim_end(), |what, command| format!(
-            "cks-drift: cannot list {what}: cloudstack at {url} refused {command} with HTTP 401 (unable to verify user credentials and/or request signature); check cloudstack.api_key and cloudstack.secret_key (or CKS_DRIFT_API_KEY and CKS_DRIFT_SECRET_KEY), that this host's clock is right (requests expire), that the account and user are enabled, and that the key's role may call {command} (credentials)"
-        )),
+        crate::support::cloud::from_any_listing(
+            crate::support::cloud::without_plain_http_warning(&run.stderr).trim_end(),
+            |what, command| format!(
+                "cks-drift: cannot list {what}: cloudstack at {url} refused {command} with HTTP 401 (unable to verify user credentials and/or request signature); check cloudstack.api_key and cloudstack.secret_key (or CKS_DRIFT_API_KEY and CKS_DRIFT_SECRET_KEY), that this host's clock is right (requests expire), that the account and user are enabled, and that the key's role may call {command} (credentials)"
+            ),
+        ),
         "{}",
         run.stderr
     );
@@ -380,9 +383,12 @@ async fn bad_credentials_and_unreachable_api_exit_2() {
         .trim_end_matches("/client/api")
         .to_string();
     assert!(
-        crate::support::cloud::from_any_listing(&run.stderr, |what, _| format!(
-            "cks-drift: cannot list {what}: cannot connect to {address} (cloudstack.url): Connection refused (os error 111); check that the management server is up, the host and port in cloudstack.url, and firewalls (TCP connect)\n"
-        )),
+        crate::support::cloud::from_any_listing(
+            &crate::support::cloud::without_plain_http_warning(&run.stderr),
+            |what, _| format!(
+                "cks-drift: cannot list {what}: cannot connect to {address} (cloudstack.url): Connection refused (os error 111); check that the management server is up, the host and port in cloudstack.url, and firewalls (TCP connect)\n"
+            ),
+        ),
         "{}",
         run.stderr
     );

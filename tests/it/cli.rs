@@ -11,7 +11,7 @@ use cks_drift::demo::{START, Scenario};
 use cks_drift::sim::{Sim, World};
 use cks_drift::time::Timestamp;
 
-use crate::support::cloud::from_any_listing;
+use crate::support::cloud::{from_any_listing, without_plain_http_warning};
 use crate::support::fake_cloudstack::FakeCloudStack;
 use crate::support::sshd::{KeyKind, Sshd, fresh_loopback, keygen};
 
@@ -48,6 +48,12 @@ async fn cks_drift(args: &[&str]) -> Outcome {
     .await
     .expect("the binary's runner")
 }
+
+/// What `validate-config` says of the fake CloudStack's plain http:// URL.
+const PLAIN_HTTP_WARNING: &str = "warning: cloudstack.url: is a plain http:// URL: every request's \
+     signature and the answers travel in clear, so anything on the way can read them, replay a \
+     request within its expiry and forge answers; use https:// (with cloudstack.ca_file for a \
+     private CA)";
 
 fn lines(text: &str) -> Vec<&str> {
     text.lines().collect()
@@ -353,6 +359,7 @@ async fn validate_config_connect_reaches_the_api_and_a_control_node() {
     assert_eq!(
         lines(&out.stdout),
         [
+            PLAIN_HTTP_WARNING.to_string(),
             format!(
                 "ok: cloudstack API: {} accepted the keys and answered listKubernetesClusters (1 cluster)",
                 fake.url()
@@ -361,7 +368,7 @@ async fn validate_config_connect_reaches_the_api_and_a_control_node() {
                 "ok: ssh: cluster web, root@{}:2222: ssh.command listed 2 nodes",
                 sshd.ip()
             ),
-            format!("config file {} is valid", config.display()),
+            format!("config file {} is valid, with 1 warning", config.display()),
         ]
     );
     // accept-new learned the node's key.
@@ -392,11 +399,12 @@ async fn validate_config_connect_names_a_wrong_secret() {
     assert_eq!(
         lines(&out.stdout),
         [
+            PLAIN_HTTP_WARNING.to_string(),
             format!(
                 "error: cloudstack API (credentials): cloudstack at {url} refused listKubernetesClusters with HTTP 401 (unable to verify user credentials and/or request signature); check cloudstack.api_key and cloudstack.secret_key (or CKS_DRIFT_API_KEY and CKS_DRIFT_SECRET_KEY), that this host's clock is right (requests expire), that the account and user are enabled, and that the key's role may call listKubernetesClusters"
             ),
             format!(
-                "config file {}: 1 error, 0 warnings; fix the errors and run validate-config again",
+                "config file {}: 1 error, 1 warning; fix the errors and run validate-config again",
                 config.display()
             ),
         ]
@@ -431,7 +439,7 @@ async fn validate_config_connect_names_a_changed_host_key() {
     assert_eq!(out.code, 2, "{out:?}");
     let (ip, kh) = (sshd.ip(), known_hosts.display());
     assert_eq!(
-        lines(&out.stdout)[1],
+        lines(&out.stdout)[2],
         format!(
             "error: ssh (host key): cluster web, root@{ip}:2222: host key of {ip}:2222 (ssh-ed25519) does not match the one recorded at {kh}:1; if the node was rebuilt, remove the stale entry (ssh-keygen -R '{host}' -f {kh})"
         )
@@ -454,13 +462,14 @@ async fn validate_config_connect_does_not_try_ssh_without_an_endpoint() {
     ])
     .await;
     assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(lines(&out.stdout)[0], PLAIN_HTTP_WARNING);
     assert_eq!(
-        lines(&out.stdout)[1..],
+        lines(&out.stdout)[2..],
         [
             format!(
                 "warning: ssh: cluster web ({id}): the cluster has no endpoint address to reach its control node over SSH; CloudStack records one when the cluster first starts, so until then only its VM map and VMs are compared; SSH was not tried"
             ),
-            format!("config file {} is valid, with 1 warning", config.display()),
+            format!("config file {} is valid, with 2 warnings", config.display()),
         ]
     );
 }
@@ -523,9 +532,12 @@ async fn a_url_that_is_not_the_api_is_named() {
     let out = cks_drift(&["check", "-c", config.to_str().unwrap(), "--no-notify"]).await;
     assert_eq!(out.code, 2, "{out:?}");
     assert!(
-        from_any_listing(&out.stderr, |what, command| format!(
-            "cks-drift: cannot list {what}: cloudstack command {command} got an unexpected HTTP 404 answer: (empty body); {wrong_path} does not answer as CloudStack's API: cloudstack.url must be the API endpoint, e.g. \"https://cloud.example.com/client/api\" (endpoint)\n"
-        )),
+        from_any_listing(
+            &without_plain_http_warning(&out.stderr),
+            |what, command| format!(
+                "cks-drift: cannot list {what}: cloudstack command {command} got an unexpected HTTP 404 answer: (empty body); {wrong_path} does not answer as CloudStack's API: cloudstack.url must be the API endpoint, e.g. \"https://cloud.example.com/client/api\" (endpoint)\n"
+            )
+        ),
         "{}",
         out.stderr
     );
@@ -557,9 +569,12 @@ async fn a_wrong_secret_is_one_line_and_exit_2() {
     assert_eq!(out.code, 2, "{out:?}");
     let url = fake.url();
     assert!(
-        from_any_listing(&out.stderr, |what, command| format!(
-            "cks-drift: cannot list {what}: cloudstack at {url} refused {command} with HTTP 401 (unable to verify user credentials and/or request signature); check cloudstack.api_key and cloudstack.secret_key (or CKS_DRIFT_API_KEY and CKS_DRIFT_SECRET_KEY), that this host's clock is right (requests expire), that the account and user are enabled, and that the key's role may call {command} (credentials)\n"
-        )),
+        from_any_listing(
+            &without_plain_http_warning(&out.stderr),
+            |what, command| format!(
+                "cks-drift: cannot list {what}: cloudstack at {url} refused {command} with HTTP 401 (unable to verify user credentials and/or request signature); check cloudstack.api_key and cloudstack.secret_key (or CKS_DRIFT_API_KEY and CKS_DRIFT_SECRET_KEY), that this host's clock is right (requests expire), that the account and user are enabled, and that the key's role may call {command} (credentials)\n"
+            )
+        ),
         "{}",
         out.stderr
     );

@@ -708,3 +708,51 @@ fn the_systemd_unit_passes_systemd_analyze_verify() {
     let (_, said) = verify(&local.replace("ProtectHome=yes", "ProtectHome=yes\nProtectAll=yes"));
     assert!(said.contains("Unknown key 'ProtectAll'"), "{said}");
 }
+
+/// Whether the server closed `stream` (a read gives the end of the stream or an error).
+async fn closed_by_server(stream: &mut tokio::net::TcpStream, within: Duration) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 256];
+    matches!(
+        tokio::time::timeout(within, stream.read(&mut buf)).await,
+        Ok(Ok(0) | Err(_))
+    )
+}
+
+#[tokio::test]
+async fn half_sent_requests_cannot_hold_the_endpoint() {
+    use tokio::io::AsyncWriteExt;
+    let (cloud, _) = one_cluster().await;
+    let port = free_port();
+    let (config, _) = daemon_config(&cloud, port, "interval = \"1h\"", None);
+    let daemon = Daemon::start(cloud.dir.path(), &config, port).await;
+    // 200 clients that send half a request and wait.
+    let mut stalled = Vec::new();
+    for _ in 0..200 {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        stalled.push(s);
+    }
+    // Past the connection cap they are closed at once.
+    let mut closed_at_once = 0;
+    for s in &mut stalled {
+        if closed_by_server(s, Duration::from_millis(50)).await {
+            closed_at_once += 1;
+        }
+    }
+    assert!(
+        closed_at_once >= 200 - 32,
+        "{closed_at_once} closed at once"
+    );
+    // The others at the header deadline, and the endpoint answers again.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    for s in &mut stalled {
+        assert!(closed_by_server(s, Duration::from_secs(1)).await);
+    }
+    let (status, _, _) = daemon.get("/healthz").await;
+    assert!(status == 200 || status == 503, "{status}");
+}

@@ -334,3 +334,13 @@ pub fn from_any_listing(actual: &str, expected: impl Fn(&str, &str) -> String) -
 pub fn s(v: &str) -> String {
     v.to_string()
 }
+
+/// `stderr` without the warning every run against the plain-http fake CloudStack logs at
+/// start (tested on its own), so that tests can compare the rest exactly.
+pub fn without_plain_http_warning(stderr: &str) -> String {
+    stderr
+        .lines()
+        .filter(|l| !l.contains("cloudstack.url is a plain http:// URL"))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
