@@ -21,8 +21,8 @@ use cks_drift::config::{CloudStackSettings, Secret};
 use cks_drift::cycle::{ClusterStatus, CycleSettings, endpoint_host, run_cycle, ssh_port};
 use cks_drift::diff::Policy;
 use cks_drift::remote::{NodeListError, NodeListFuture, NodeLister, SshTarget};
-use cks_drift::sim::{ClusterSpec, FakeCloudStack, NetworkLayout, Sim, SimOwner, SimTime, World};
 use cks_drift::time::Timestamp;
+use cks_drift_sim::{ClusterSpec, FakeCloudStack, NetworkLayout, Sim, SimOwner, SimTime, World};
 use serde_json::{Value, json};
 
 /// The key pair the simulated cloud accepts.

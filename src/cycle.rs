@@ -592,7 +592,7 @@ mod tests {
     use crate::demo::SimTransport;
     use crate::diff::MismatchKind;
     use crate::remote::{NodeListError, NodeListFuture};
-    use crate::sim::{NodeRole as SimRole, Sim, SimTime, World};
+    use cks_drift_sim::{NodeRole as SimRole, Sim, SimTime, World};
 
     /// Node names per control-node host; any other host refuses the connection.
     struct FixedNodes(HashMap<String, Vec<String>>);

@@ -5,7 +5,7 @@
 //!
 //! Only the scenario and its printing live here: checking, dedupe and delivery are the
 //! engine's, exactly as `check` and `run` use them. The client reaches the simulated
-//! CloudStack (`sim`) through `sim_transport`.
+//! CloudStack (the `cks-drift-sim` crate) through `sim_transport`.
 
 mod sim_transport;
 
@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use crate::sim::{
+use cks_drift_sim::{
     ClusterSpec, NetworkLayout, NodeRole, Sim, SimTime, World, cks_hex, node_name_prefix,
 };
 

@@ -1,13 +1,14 @@
 //! Where the client meets the simulated CloudStack in memory: a [`Transport`] that hands each
 //! request to a [`Sim`], and the conversions between the checker's clock and the simulator's.
 //!
-//! The simulator has its own request, answer and time types (it shares no code with the
-//! client it checks); this module is the only place that converts between the two. The `demo` command uses it, and so do tests that run the client without HTTP.
+//! The simulator is a crate of its own with its own request, answer and time types (it shares
+//! no code with the client it checks); this module is the only place that converts between
+//! the two. The `demo` command uses it, and so do tests that run the client without HTTP.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::sim::{Sim, SimTime};
+use cks_drift_sim::{Sim, SimTime};
 
 use crate::cloudstack::transport::{ApiRequest, RawResponse, Transport, TransportFuture};
 use crate::time::Timestamp;
@@ -55,7 +56,7 @@ impl From<SimTime> for Timestamp {
 mod tests {
     use std::time::Duration;
 
-    use crate::sim::World;
+    use cks_drift_sim::World;
     use serde_json::Value;
 
     use super::*;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use cks_drift::sim::{ClusterSpec, NetworkLayout, NodeRole, SimTime, World};
+use cks_drift_sim::{ClusterSpec, NetworkLayout, NodeRole, SimTime, World};
 
 use crate::support::cloud::{TestCloud, clusters, mismatches, one_cluster, s, world_now};
 

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cks_drift::demo::{START, Scenario};
-use cks_drift::sim::{FakeCloudStack, Sim, SimTime, World};
 use cks_drift::time::Timestamp;
+use cks_drift_sim::{FakeCloudStack, Sim, SimTime, World};
 
 use crate::support::cloud::from_any_listing;
 use crate::support::sshd::{KeyKind, Sshd, fresh_loopback, keygen};

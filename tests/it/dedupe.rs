@@ -6,9 +6,9 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use cks_drift::demo::SimTransport;
-use cks_drift::sim::{NodeRole, Sim, SimAlert, SimTime};
 use cks_drift::state::file::StateFile;
 use cks_drift::time::Timestamp;
+use cks_drift_sim::{NodeRole, Sim, SimAlert, SimTime};
 
 use crate::support::cloud::{Run, TestCloud, mismatches, one_cluster, s, world_now};
 

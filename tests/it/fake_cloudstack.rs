@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cks_drift::cloudstack::sign;
-use cks_drift::sim::{CONTENT_TYPE, FakeCloudStack, Sim, SimTime, World};
 use cks_drift::time::Timestamp;
+use cks_drift_sim::{CONTENT_TYPE, FakeCloudStack, Sim, SimTime, World};
 use serde_json::{Value, json};
 
 const API_KEY: &str = "fake-api-key";

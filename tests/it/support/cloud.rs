@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::Arc;
 
-use cks_drift::sim::{FakeCloudStack, Sim, SimTime, World};
+use cks_drift_sim::{FakeCloudStack, Sim, SimTime, World};
 use tempfile::TempDir;
 
 use crate::support::kube_api::FakeKubeApi;

@@ -1,14 +1,15 @@
 //! A simulated CloudStack management server: the cloud the integration tests, the benchmark
-//! and the `demo` command run against, in memory or over HTTP.
+//! and the `demo` command of cks-drift run against, in memory or over HTTP.
 //!
 //! `World` is the plain-data state, `commands` answers API commands in CloudStack's shapes
 //! and semantics, and `Sim` wraps both behind a mutex with fault injection, a call log and
 //! optional latency. `http` serves a `Sim` behind the servlet's request checks, with
 //! `signature` for authentication and `time` for the server's clock and dates.
 //!
-//! Nothing here uses the client's code: signing, the GET/POST rule and date handling are
-//! written here from CloudStack's behaviour, so that a bug in the client cannot be mirrored
-//! by the server it is tested against.
+//! This crate does not depend on cks-drift and shares no code with its client: signing,
+//! the GET/POST rule and date handling are written here from CloudStack's behaviour, so that
+//! a bug in the client cannot be mirrored by the server it is tested against.
+#![forbid(unsafe_code)]
 
 mod commands;
 mod http;

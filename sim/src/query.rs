@@ -403,7 +403,7 @@ fn like(text: &[char], pattern: &[char]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::SimTime;
+    use crate::SimTime;
 
     fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

@@ -170,11 +170,11 @@ mod tests {
 
     use serde_json::Value;
 
-    /// The shared vectors.
+    /// The shared vectors, from the repository this crate lives in.
     fn vectors() -> Value {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/signing-vectors.json"
+            "/../tests/fixtures/signing-vectors.json"
         );
         let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
         serde_json::from_str(&text).unwrap()

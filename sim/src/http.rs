@@ -217,7 +217,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::signature::{signature_of, string_to_sign};
-    use crate::sim::World;
+    use crate::World;
 
     const NOW: i64 = 1_750_000_000;
 
@@ -234,7 +234,7 @@ mod tests {
         SimTime::from_unix(NOW)
     }
 
-    /// `pairs` plus the authentication parameters, signed with `secret` by the simulator's
+    /// `pairs` plus the authentication parameters, signed with `secret` by this crate's
     /// signer, as a query string would decode.
     fn signed(secret: &str, pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         let mut params: Vec<(String, String)> = vec![
