@@ -22,17 +22,9 @@ use cks_drift::config::{CloudStackSettings, Secret};
 use cks_drift::cycle::{ClusterStatus, CycleSettings, run_cycle};
 use cks_drift::diff::Policy;
 use cks_drift::remote::{NodeListError, NodeListFuture, NodeLister, SshTarget};
-use cks_drift::sim::{ClusterSpec, NetworkLayout, Sim, SimOwner, World};
 use cks_drift::time::Timestamp;
+use cks_drift_sim::{ClusterSpec, FakeCloudStack, NetworkLayout, Sim, SimOwner, SimTime, World};
 use serde_json::{Value, json};
-
-/// The integration tests' fake CloudStack (the simulator behind HTTP and the server's request
-/// checks), used as it is; what it offers tests beyond serving is unused here.
-#[allow(dead_code)]
-#[path = "../tests/it/support/fake_cloudstack.rs"]
-mod fake_cloudstack;
-
-use fake_cloudstack::FakeCloudStack;
 
 /// The key pair the simulated cloud accepts.
 const API_KEY: &str = "bench-api-key";
@@ -136,7 +128,7 @@ fn main() {
 /// etcd node on every third), owned by 40 accounts in 4 domains and 10 projects, each on its
 /// own isolated network, plus [`FREE_VMS`] VMs of the same owners in no cluster.
 fn build_world(n: usize) -> World {
-    let mut w = World::new(Timestamp::from_unix(WORLD_NOW));
+    let mut w = World::new(SimTime::from_unix(WORLD_NOW));
     let mut owners: Vec<SimOwner> = Vec::new();
     for d in 0..4 {
         let domain = w.add_domain(&format!("dept{d}"));

@@ -171,9 +171,10 @@ mod tests {
     use crate::remote::SshTarget;
 
     use crate::cloudstack::client::ClientOptions;
+    use crate::demo::SimTransport;
     use crate::diff::MismatchKind;
     use crate::remote::{NodeListError, NodeListFuture};
-    use crate::sim::{NodeRole as SimRole, Sim, SimTransport, World};
+    use cks_drift_sim::{NodeRole as SimRole, Sim, SimTime, World};
 
     /// Node names per control-node host; any other host refuses the connection.
     struct FixedNodes(HashMap<String, Vec<String>>);
@@ -222,7 +223,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_cycle_finds_drift_among_many_unrelated_vms() {
-        let mut w = World::new(Timestamp::from_unix(1_750_000_000));
+        let mut w = World::new(SimTime::from_unix(1_750_000_000));
         let domain = w.add_domain("eng");
         let alice = w.add_account("alice", &domain);
         let one = w.add_cluster("one", alice.clone(), 1, 2, 0);
@@ -232,7 +233,7 @@ mod tests {
             w.add_vm(&format!("web{i}"), alice.clone(), None);
         }
         w.advance(Duration::from_secs(3600));
-        let now = w.now;
+        let now = Timestamp::from(w.now);
         let (host_one, nodes_one) = nodes_of(&w, &one);
         let (host_two, mut nodes_two) = nodes_of(&w, &two);
         nodes_two.push("ghost".into());
@@ -287,7 +288,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_vm_mapped_last_cycle_is_kept_whatever_its_name() {
-        let mut w = World::new(Timestamp::from_unix(1_750_000_000));
+        let mut w = World::new(SimTime::from_unix(1_750_000_000));
         let root = w.root_domain_id().to_string();
         let alice = w.add_account("alice", &root);
         let one = w.add_cluster("one", alice.clone(), 1, 2, 0);
@@ -302,7 +303,7 @@ mod tests {
         w.vm_mut(&renamed).name = "renamed-by-hand".into();
         w.remove_map_row(&one, &renamed);
         w.advance(Duration::from_secs(3600));
-        let now = w.now;
+        let now = Timestamp::from(w.now);
         let lister = Arc::new(FixedNodes(HashMap::from([(host, nodes)])));
         let sim = Arc::new(Sim::new(w));
         let api = Client::with_transport(Arc::new(SimTransport(sim)), ClientOptions::default());

@@ -4,7 +4,12 @@
 //! temporary folder.
 //!
 //! Only the scenario and its printing live here: checking, dedupe and delivery are the
-//! engine's, exactly as `check` and `run` use them.
+//! engine's, exactly as `check` and `run` use them. The client reaches the simulated
+//! CloudStack (the `cks-drift-sim` crate) through `sim_transport`.
+
+mod sim_transport;
+
+pub use sim_transport::SimTransport;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -12,6 +17,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+
+use cks_drift_sim::{
+    ClusterSpec, NetworkLayout, NodeRole, Sim, SimTime, World, cks_hex, node_name_prefix,
+};
 
 use crate::cloudstack::client::{Client, ClientOptions};
 use crate::cycle::CycleSettings;
@@ -21,9 +30,6 @@ use crate::error_chain::error_chain;
 use crate::notify::DeliverySettings;
 use crate::remote::{NodeListError, NodeListFuture, NodeLister, SshTarget};
 use crate::report;
-use crate::sim::{
-    ClusterSpec, NetworkLayout, NodeRole, Sim, SimTransport, World, cks_hex, node_name_prefix,
-};
 use crate::state::file::{StateError, StateFile};
 use crate::state::step::StepSettings;
 use crate::time::Timestamp;
@@ -128,6 +134,7 @@ impl Scenario {
     /// skipped), `edge` (ExternalManaged, skipped) and `analytics` (project-owned, on a Shared
     /// network, healthy). Every node list is as kubectl would print it.
     pub fn build(now: Timestamp) -> Scenario {
+        let now = SimTime::from(now);
         let mut w = World::new(now);
         let engineering = w.add_domain("engineering");
         let web_team = w.add_account("web-team", &engineering);
@@ -520,7 +527,7 @@ pub async fn run(out: &mut dyn Write) -> Result<(), DemoError> {
         }
         if cycle > 1 {
             now = now.plus(INTERVAL);
-            scenario.sim.with_world(|w| w.now = now);
+            scenario.sim.with_world(|w| w.now = now.into());
         }
         let title = format!("Cycle {cycle} at {now}");
         let _ = writeln!(text, "\n{title}\n{}\n", "=".repeat(title.len()));

@@ -25,7 +25,6 @@ pub mod naming;
 pub mod notify;
 pub mod remote;
 pub mod report;
-pub mod sim;
 pub mod snapshot;
 pub mod state;
 pub mod time;

@@ -57,14 +57,14 @@ async fn the_scenario_drifts_four_ways_then_matches_again() {
     assert_eq!(active, 4);
 
     let later = start.plus(INTERVAL);
-    scenario.sim.with_world(|w| w.now = later);
+    scenario.sim.with_world(|w| w.now = later.into());
     let second = engine.tick(later).await;
     assert_eq!(kinds(&second), kinds(&first));
     assert_eq!(second.new.as_ref().map(|n| n.len()), Some(0));
 
     scenario.undo();
     let last = later.plus(INTERVAL);
-    scenario.sim.with_world(|w| w.now = last);
+    scenario.sim.with_world(|w| w.now = last.into());
     let third = engine.tick(last).await;
     assert_eq!(kinds(&third), []);
     assert_eq!(third.pending, 0);

@@ -3,8 +3,7 @@
 
 use std::time::Duration;
 
-use cks_drift::sim::{ClusterSpec, NodeRole, World};
-use cks_drift::time::Timestamp;
+use cks_drift_sim::{ClusterSpec, NetworkLayout, NodeRole, SimTime, World};
 
 use crate::support::cloud::{TestCloud, clusters, mismatches, one_cluster, s, world_now};
 
@@ -258,7 +257,7 @@ async fn cluster_mid_operation_is_skipped_and_young_strays_wait() {
     );
     // 20 minutes later (its creation moved back), the stray is reported.
     cloud.sim().with_world(|w| {
-        w.vm_mut(&stray).created = Timestamp::now().minus(Duration::from_secs(20 * 60))
+        w.vm_mut(&stray).created = SimTime::now().minus(Duration::from_secs(20 * 60))
     });
     let (run, report) = cloud.check_json(&["--no-notify"]).await;
     assert_eq!(run.code, 1, "{run:?}");
@@ -284,7 +283,7 @@ async fn vms_of_similar_clusters_and_other_owners_are_not_taken() {
     let other = world.add_account("other", &domain);
     let prefix = world.cluster(&web).unwrap().name.clone();
     let foreign = world.add_vm(&format!("{prefix}-node-1a2c0000000"), other, None);
-    world.vm_mut(&foreign).created = Timestamp::now().minus(HOUR);
+    world.vm_mut(&foreign).created = SimTime::now().minus(HOUR);
     let mut cloud = TestCloud::start(world).await;
     cloud.control_node(&web).await;
     let (run, report) = cloud.check_json(&["--no-notify"]).await;
@@ -308,7 +307,7 @@ async fn shared_network_with_one_control_node_uses_port_22() {
     let mut world = world_now();
     let owner = world.admin();
     let id = world.add_cluster_with(ClusterSpec {
-        layout: cks_drift::sim::NetworkLayout::Shared,
+        layout: NetworkLayout::Shared,
         ..ClusterSpec::new("flat", owner, 1, 1, 0)
     });
     let mut cloud = TestCloud::start(world).await;

@@ -8,11 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cks_drift::demo::{START, Scenario};
-use cks_drift::sim::{Sim, World};
 use cks_drift::time::Timestamp;
+use cks_drift_sim::{FakeCloudStack, Sim, SimTime, World};
 
 use crate::support::cloud::{from_any_listing, without_plain_http_warning};
-use crate::support::fake_cloudstack::FakeCloudStack;
 use crate::support::sshd::{KeyKind, Sshd, fresh_loopback, keygen};
 
 const API_KEY: &str = "cli-api-key";
@@ -98,7 +97,7 @@ level = "warn"
 /// A cloud with one Running cluster `web` (1 control node, 1 worker) whose endpoint is
 /// `https://<endpoint>:6443/` (none when `None`), logging in as root.
 fn cloud(endpoint: Option<Ipv4Addr>) -> (Arc<Sim>, String, Vec<String>) {
-    let mut w = World::new(Timestamp::now());
+    let mut w = World::new(SimTime::now());
     let owner = w.admin();
     let id = w.add_cluster("web", owner, 1, 1, 0);
     w.cluster_mut(&id).endpoint = match endpoint {

@@ -5,9 +5,10 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use cks_drift::sim::{NodeRole, SimAlert};
+use cks_drift::demo::SimTransport;
 use cks_drift::state::file::StateFile;
 use cks_drift::time::Timestamp;
+use cks_drift_sim::{NodeRole, Sim, SimAlert, SimTime};
 
 use crate::support::cloud::{Run, TestCloud, mismatches, one_cluster, s, world_now};
 
@@ -453,7 +454,7 @@ async fn alert_cap_sums_up_the_rest() {
     let id = world.add_cluster("web", owner, 1, 1, 0);
     for _ in 0..7 {
         let vm = world.add_node_vm(&id, NodeRole::Worker, false);
-        world.vm_mut(&vm).created = Timestamp::now().minus(Duration::from_secs(3600));
+        world.vm_mut(&vm).created = SimTime::now().minus(Duration::from_secs(3600));
     }
     let mut cloud = TestCloud::start(world).await;
     cloud.control_node(&id).await;
@@ -502,7 +503,7 @@ async fn api_outage_resolves_nothing_and_invents_nothing() {
 }
 
 /// Fails `listVirtualMachines id=…` (the probe of a vanished map row); passes the rest.
-struct FailingProbe(cks_drift::sim::SimTransport);
+struct FailingProbe(SimTransport);
 
 impl cks_drift::cloudstack::transport::Transport for FailingProbe {
     fn send(
@@ -557,9 +558,9 @@ async fn a_failed_probe_skips_the_cluster_and_keeps_its_state() {
         .iter()
         .map(|v| world.vm(v).unwrap().name.clone())
         .collect();
-    let sim = Arc::new(cks_drift::sim::Sim::new(world));
+    let sim = Arc::new(Sim::new(world));
     let api = Client::with_transport(
-        Arc::new(FailingProbe(cks_drift::sim::SimTransport(sim.clone()))),
+        Arc::new(FailingProbe(SimTransport(sim.clone()))),
         ClientOptions::default(),
     );
     let lister = Arc::new(FixedNodes(names));

@@ -6,11 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cks_drift::cloudstack::sign;
-use cks_drift::sim::{Sim, World};
 use cks_drift::time::Timestamp;
+use cks_drift_sim::{CONTENT_TYPE, FakeCloudStack, Sim, SimTime, World};
 use serde_json::{Value, json};
-
-use crate::support::fake_cloudstack::{CONTENT_TYPE, FakeCloudStack};
 
 const API_KEY: &str = "fake-api-key";
 const SECRET: &str = "fake-secret-key";
@@ -85,7 +83,7 @@ async fn start(world: World) -> FakeCloudStack {
 }
 
 fn world() -> World {
-    World::new(Timestamp::now())
+    World::new(SimTime::now())
 }
 
 #[tokio::test]

@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use cks_drift::sim::SimAlert;
 use cks_drift::wording::{alert_marker, annotation_marker};
+use cks_drift_sim::SimAlert;
 
 use crate::support::cloud::{Run, TestCloud, mismatches, one_cluster, world_now};
 

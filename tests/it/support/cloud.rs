@@ -7,11 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::Arc;
 
-use cks_drift::sim::{Sim, World};
-use cks_drift::time::Timestamp;
+use cks_drift_sim::{FakeCloudStack, Sim, SimTime, World};
 use tempfile::TempDir;
 
-use crate::support::fake_cloudstack::FakeCloudStack;
 use crate::support::kube_api::FakeKubeApi;
 use crate::support::sshd::{Sshd, fresh_loopback};
 
@@ -268,7 +266,7 @@ impl From<Output> for Run {
 
 /// A world whose clock is now (the binary compares with the real clock).
 pub fn world_now() -> World {
-    World::new(Timestamp::now())
+    World::new(SimTime::now())
 }
 
 /// `(kind, key, new)` of each mismatch in a JSON report.

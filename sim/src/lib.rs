@@ -1,26 +1,34 @@
-//! A simulated CloudStack management server: the integration tests' fake CloudStack (behind
-//! a thin HTTP wrapper) and the cloud the `demo` command checks, in memory.
+//! A simulated CloudStack management server: the cloud the integration tests, the benchmark
+//! and the `demo` command of cks-drift run against, in memory or over HTTP.
 //!
 //! `World` is the plain-data state, `commands` answers API commands in CloudStack's shapes
 //! and semantics, and `Sim` wraps both behind a mutex with fault injection, a call log and
-//! optional latency. Request signing and HTTP belong to the wrapper, not here.
+//! optional latency. `http` serves a `Sim` behind the servlet's request checks, with
+//! `signature` for authentication and `time` for the server's clock and dates.
+//!
+//! This crate does not depend on cks-drift and shares no code with its client: signing,
+//! the GET/POST rule and date handling are written here from CloudStack's behaviour, so that
+//! a bug in the client cannot be mirrored by the server it is tested against.
+#![forbid(unsafe_code)]
 
 mod commands;
+mod http;
 mod params;
 mod query;
 mod render;
+pub mod signature;
+mod time;
 mod world;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::cloudstack::request::{ApiRequest, Method};
-use crate::cloudstack::transport::{RawResponse, Transport, TransportFuture};
-
 pub use commands::{COMMANDS, Settings};
+pub use http::{CONTENT_TYPE, FakeCloudStack, decode_pairs};
 pub use query::{ApiError, DEFAULT_PAGE_SIZE};
 pub use render::{error_body, response_key};
+pub use time::SimTime;
 pub use world::{
     CALLER_ACCOUNT, ClusterSpec, JobOutcome, JobWork, NetworkLayout, NetworkType, NodeRole,
     ROOT_DOMAIN, SimAccount, SimAlert, SimAnnotation, SimCluster, SimDomain, SimJob, SimNetwork,
@@ -39,10 +47,28 @@ pub struct Call {
 }
 
 impl Call {
-    /// Anything but `list*`, `get*`, `query*` and `find*` changes state.
+    /// Whether the call would change state in a real cloud (see [`is_state_changing`]).
     pub fn is_state_changing(&self) -> bool {
-        Method::for_command(&self.command) == Method::Post
+        is_state_changing(&self.command)
     }
+}
+
+/// What the management server treats as state-changing, and so wants by POST when
+/// `enforce.post.requests.and.timestamps` is on (`ApiServlet.isStateChangingCommandUsingPOST`,
+/// server/src/main/java/com/cloud/api/ApiServlet.java, 4.21): any command whose name does not
+/// start with `list`, `get`, `query` or `find`. The prefixes are matched as Java's
+/// `startsWith` matches them, case-sensitively.
+pub fn is_state_changing(command: &str) -> bool {
+    const READS: [&str; 4] = ["list", "get", "query", "find"];
+    !READS.iter().any(|read| command.starts_with(read))
+}
+
+/// What the simulated server answers: an HTTP status and a body (CloudStack's JSON, or the
+/// body of an injected fault).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    pub status: u16,
+    pub body: String,
 }
 
 /// Parameters that carry authentication, not command input.
@@ -59,7 +85,7 @@ struct Inner {
     world: World,
     settings: Settings,
     latency: Duration,
-    faults: BTreeMap<String, VecDeque<RawResponse>>,
+    faults: BTreeMap<String, VecDeque<Answer>>,
     calls: Vec<Call>,
 }
 
@@ -116,7 +142,7 @@ impl Sim {
         let mut inner = self.lock();
         let queue = inner.faults.entry(command.to_string()).or_default();
         for _ in 0..times {
-            queue.push_back(RawResponse {
+            queue.push_back(Answer {
                 status,
                 body: body.to_string(),
             });
@@ -177,7 +203,7 @@ impl Sim {
     /// presence, emptiness, type and length, then the command runs. Parameter names are
     /// matched case-insensitively (the server lower-cases them); the first value of a name
     /// wins; authentication parameters are ignored by the commands.
-    pub fn handle(&self, command: &str, params: &BTreeMap<String, String>) -> RawResponse {
+    pub fn handle(&self, command: &str, params: &BTreeMap<String, String>) -> Answer {
         let mut normalized: BTreeMap<String, String> = BTreeMap::new();
         for (name, value) in params {
             let name = name.to_lowercase();
@@ -199,7 +225,7 @@ impl Sim {
             } else {
                 "errorresponse".to_string()
             };
-            return RawResponse {
+            return Answer {
                 status: err.code,
                 body: error_body(&key, &err),
             };
@@ -211,12 +237,12 @@ impl Sim {
             world, settings, ..
         } = &mut *inner;
         match commands::execute(world, settings, command, &normalized) {
-            Some(Ok(body)) => RawResponse { status: 200, body },
-            Some(Err(err)) => RawResponse {
+            Some(Ok(body)) => Answer { status: 200, body },
+            Some(Err(err)) => Answer {
                 status: err.code,
                 body: error_body(&response_key(command), &err),
             },
-            None => RawResponse {
+            None => Answer {
                 status: 401,
                 body: error_body(
                     "errorresponse",
@@ -228,27 +254,6 @@ impl Sim {
                 ),
             },
         }
-    }
-}
-
-/// A transport that answers from a [`Sim`] in memory, for the `demo` command. It sleeps
-/// for the simulator's latency, so it needs no deadline of its own beyond that.
-#[derive(Clone)]
-pub struct SimTransport(pub std::sync::Arc<Sim>);
-
-impl Transport for SimTransport {
-    fn send(&self, request: ApiRequest) -> TransportFuture<'_> {
-        Box::pin(async move {
-            let latency = self.0.latency();
-            if !latency.is_zero() {
-                tokio::time::sleep(latency).await;
-            }
-            let mut params = BTreeMap::new();
-            for (name, value) in request.params {
-                params.entry(name).or_insert(value);
-            }
-            Ok(self.0.handle(&request.command, &params))
-        })
     }
 }
 

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::time::Timestamp;
+use super::time::SimTime;
 
 /// The account every simulated call is made as: the root admin `admin` in domain `ROOT`.
 pub const CALLER_ACCOUNT: &str = "admin";
@@ -88,7 +88,7 @@ pub struct SimCluster {
     /// ids of removed VMs and ids that never existed, exactly like the real table.
     pub map: Vec<String>,
     pub kubernetes_version: String,
-    pub created: Timestamp,
+    pub created: SimTime,
     /// Set for destroyed clusters: never listed again.
     pub removed: bool,
 }
@@ -110,9 +110,9 @@ pub struct SimVm {
     /// Internal `i-<account>-<id>-VM`.
     pub instancename: String,
     pub state: String,
-    pub created: Timestamp,
+    pub created: SimTime,
     /// Last state change (`vm_instance.update_time`).
-    pub lastupdated: Timestamp,
+    pub lastupdated: SimTime,
     pub owner: SimOwner,
     pub zone_id: String,
     /// `cksnode` for VMs CKS created (4.20+); `None` for other VMs or older servers.
@@ -184,7 +184,7 @@ pub struct SimAlert {
     /// `None` stands for data center 0, which is what an alert without `zoneid` gets.
     pub zone_id: Option<String>,
     pub pod_id: Option<String>,
-    pub sent: Timestamp,
+    pub sent: SimTime,
     pub archived: bool,
 }
 
@@ -195,7 +195,7 @@ pub struct SimAnnotation {
     pub entity_id: String,
     pub annotation: String,
     pub admins_only: bool,
-    pub created: Timestamp,
+    pub created: SimTime,
     pub removed: bool,
 }
 
@@ -223,8 +223,8 @@ pub struct SimJob {
     pub id: String,
     /// The command's Java class, as `queryAsyncJobResult` reports it in `cmd`.
     pub cmd_class: String,
-    pub created: Timestamp,
-    pub completed: Option<Timestamp>,
+    pub created: SimTime,
+    pub completed: Option<SimTime>,
     pub outcome: JobOutcome,
     /// Queries still to answer "pending" before the job runs.
     pub polls_until_done: u32,
@@ -290,7 +290,7 @@ impl ClusterSpec {
 #[derive(Debug, Clone)]
 pub struct World {
     /// The simulated clock: creation times, `lastupdated`, alert `sent`.
-    pub now: Timestamp,
+    pub now: SimTime,
     pub domains: Vec<SimDomain>,
     pub accounts: Vec<SimAccount>,
     pub projects: Vec<SimProject>,
@@ -309,7 +309,7 @@ pub struct World {
 
 impl World {
     /// A world with domain ROOT, account `admin` and one zone with one pod.
-    pub fn new(now: Timestamp) -> Self {
+    pub fn new(now: SimTime) -> Self {
         let mut w = World {
             now,
             domains: Vec::new(),
@@ -672,7 +672,7 @@ impl World {
         name: &str,
         owner: SimOwner,
         network_id: Option<&str>,
-        created: Timestamp,
+        created: SimTime,
     ) -> String {
         let id = self.fresh_id();
         self.next_vm_number += 1;
@@ -722,7 +722,7 @@ impl World {
         &mut self,
         cluster_id: &str,
         role: NodeRole,
-        created: Timestamp,
+        created: SimTime,
         extra_ms: u32,
         flags: bool,
         mapped: bool,
@@ -788,7 +788,7 @@ fn nic_on(vm: &SimVm, network_id: &str) -> bool {
 }
 
 /// The hexadecimal epoch milliseconds CKS appends to node names.
-pub fn cks_hex(created: Timestamp, extra_ms: u32) -> String {
+pub fn cks_hex(created: SimTime, extra_ms: u32) -> String {
     let ms = created.unix() * 1000 + i64::from(extra_ms % 1000);
     format!("{ms:x}")
 }

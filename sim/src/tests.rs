@@ -2,21 +2,19 @@
 //! de-duplication, annotations, jobs, faults and the call log.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use super::*;
-use crate::time::Timestamp;
 
 const NOW: i64 = 1_750_000_000;
 
 fn world() -> World {
-    World::new(Timestamp::from_unix(NOW))
+    World::new(SimTime::from_unix(NOW))
 }
 
-fn raw(sim: &Sim, command: &str, params: &[(&str, &str)]) -> RawResponse {
+fn raw(sim: &Sim, command: &str, params: &[(&str, &str)]) -> Answer {
     let map: BTreeMap<String, String> = params
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -90,7 +88,7 @@ fn clusters_are_built_like_cks_builds_them() {
 
     let vms = cluster["virtualmachines"].as_array().unwrap();
     let names: Vec<&str> = vms.iter().map(|v| v["name"].as_str().unwrap()).collect();
-    let created = Timestamp::from_unix(NOW).minus(Duration::from_secs(30 * 86_400));
+    let created = SimTime::from_unix(NOW).minus(Duration::from_secs(30 * 86_400));
     let etcd_hex = cks_hex(created.plus(Duration::from_secs(5)), 0);
     assert_eq!(names[0], format!("ProdCluster-etcd-1-{etcd_hex}"));
     let hex_at = |secs: u64, ms: u32| cks_hex(created.plus(Duration::from_secs(secs)), ms);
@@ -578,7 +576,7 @@ fn archive_and_delete_alerts_need_a_selector() {
 
     sim.with_world(|w| w.advance(Duration::from_secs(86_400)));
     generate(&sim, "1003", "c", &[]);
-    let before = Timestamp::from_unix(NOW + 3600).to_cloudstack();
+    let before = SimTime::from_unix(NOW + 3600).to_cloudstack();
     let (status, _) = call(&sim, "archiveAlerts", &[("enddate", &before)]);
     assert_eq!(status, 200);
     let (_, v) = call(&sim, "listAlerts", &[]);
@@ -911,26 +909,39 @@ fn name_prefixes_follow_both_rules() {
     );
 }
 
-#[tokio::test]
-async fn sim_transport_answers_in_memory() {
-    let mut w = world();
-    let admin = w.admin();
-    w.add_cluster("prod", admin, 1, 1, 0);
-    let sim = Arc::new(Sim::new(w));
-    sim.set_latency(Duration::from_millis(1));
-    let transport = SimTransport(sim.clone());
-    let response = transport
-        .send(ApiRequest {
-            command: "listKubernetesClusters".into(),
-            params: vec![
-                ("listall".into(), "true".into()),
-                ("listall".into(), "false".into()),
-            ],
-        })
-        .await
-        .unwrap();
-    assert_eq!(response.status, 200);
-    let v: Value = serde_json::from_str(&response.body).unwrap();
-    assert_eq!(v["listkubernetesclustersresponse"]["count"], 1);
-    assert_eq!(sim.calls()[0].params["listall"], "true", "first value wins");
+#[test]
+fn reads_are_list_get_query_and_find_and_everything_else_changes_state() {
+    for read in [
+        "listKubernetesClusters",
+        "listVirtualMachines",
+        "listAlerts",
+        "getUser",
+        "queryAsyncJobResult",
+        "findHostsForMigration",
+        "list",
+    ] {
+        assert!(!is_state_changing(read), "{read}");
+    }
+    for write in [
+        "generateAlert",
+        "archiveAlerts",
+        "deleteAlerts",
+        "addAnnotation",
+        "removeAnnotation",
+        "deployVirtualMachine",
+        // The prefixes are case-sensitive and must be whole.
+        "ListVirtualMachines",
+        "GetUser",
+        "lisVirtualMachines",
+        "fin",
+        "",
+    ] {
+        assert!(is_state_changing(write), "{write}");
+    }
+    let call = |command: &str| Call {
+        command: command.to_string(),
+        params: BTreeMap::new(),
+    };
+    assert!(call("addAnnotation").is_state_changing());
+    assert!(!call("listAnnotations").is_state_changing());
 }

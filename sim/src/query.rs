@@ -403,7 +403,7 @@ fn like(text: &[char], pattern: &[char]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::Timestamp;
+    use crate::SimTime;
 
     fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
@@ -489,7 +489,7 @@ mod tests {
 
     #[test]
     fn acl_follows_build_acl_search_parameters() {
-        let mut w = World::new(Timestamp::from_unix(1_750_000_000));
+        let mut w = World::new(SimTime::from_unix(1_750_000_000));
         let admin = w.admin();
         let dom = w.add_domain("eng");
         let alice = w.add_account("alice", &dom);

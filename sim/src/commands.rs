@@ -3,13 +3,14 @@
 //! and async jobs.
 //!
 //! Each handler reads `Params`, reads or changes the `World`, and returns the JSON body or
-//! an `ApiError`. Transport concerns (signing, HTTP status, fault injection) live in `Sim`.
+//! an `ApiError`. Fault injection and the HTTP status live in `Sim`; signing and HTTP in
+//! `signature` and `http`.
 
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::time::Timestamp;
+use super::time::SimTime;
 
 use super::query::{Acl, ApiError, Params, like_contains, paging, sql_eq};
 use super::render::{
@@ -286,7 +287,7 @@ fn archive_alerts(w: &mut World, p: &Params, delete: bool) -> Result<String, Api
 }
 
 /// A date parameter: `yyyy-MM-dd` (midnight UTC) or `yyyy-MM-ddTHH:mm:ss` with an offset.
-fn date_param(p: &Params, name: &str) -> Result<Option<Timestamp>, ApiError> {
+fn date_param(p: &Params, name: &str) -> Result<Option<SimTime>, ApiError> {
     let Some(raw) = p.get(name) else {
         return Ok(None);
     };
@@ -295,7 +296,7 @@ fn date_param(p: &Params, name: &str) -> Result<Option<Timestamp>, ApiError> {
     } else {
         raw.to_string()
     };
-    match Timestamp::parse(&full) {
+    match SimTime::parse(&full) {
         Some(t) => Ok(Some(t)),
         None => Err(ApiError::param(format!(
             "Unable to parse date {raw} for command {}, please pass dates in the format mentioned in the api documentation",
