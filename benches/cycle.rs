@@ -359,6 +359,7 @@ async fn measure(mode: &str, concurrency: usize, url: &str, nodes: &str) -> Valu
                 policy: Policy::default(),
                 concurrency,
                 default_user: "cloud".to_string(),
+                node_deadline: std::time::Duration::from_secs(600),
             };
             let report = run_cycle(
                 &api,

@@ -61,6 +61,14 @@ fn to_vm(vm: &VirtualMachine, etcd_by_name: bool) -> Vm {
     }
 }
 
+/// Whether a node list is far longer than the cluster's VMs: not a comparison to trust. A
+/// control node is the tenant's machine, and 100,000 fake node lines would otherwise be
+/// 100,000 findings, notifications and alerts. Real clusters add nodes beyond their VMs only
+/// by hand, a few at a time.
+pub fn implausible(nodes: usize, vms: usize) -> bool {
+    nodes > 2 * vms + 20
+}
+
 /// Every cluster of the inventory, in its order, skipped with a reason or with its snapshot.
 pub fn assemble(inventory: Inventory) -> Vec<Assembled> {
     let Inventory {
@@ -152,6 +160,22 @@ pub fn assemble(inventory: Inventory) -> Vec<Assembled> {
                             },
                             Some("internal"),
                         ));
+                        let vms = (info.expected_vms() as usize)
+                            .max(mapped.len())
+                            .max(named.len());
+                        let (view, failure) = match view {
+                            NodeView::Listed(list) if implausible(list.len(), vms) => (
+                                NodeView::Unknown {
+                                    reason: format!(
+                                        "the control node listed {} nodes for a cluster of {vms} \
+                                         VMs; a list that much longer is not compared",
+                                        list.len()
+                                    ),
+                                },
+                                Some("output"),
+                            ),
+                            view => (view, failure),
+                        };
                         let partial = match &view {
                             NodeView::Unknown { reason } => {
                                 Some((format!("nodes not listed: {reason}"), failure))

@@ -29,6 +29,9 @@ pub struct CycleSettings {
     pub concurrency: usize,
     /// Login user when the first mapped VM has no `controlNodeLoginUser` detail.
     pub default_user: String,
+    /// The node listings of one cycle end by then, finished or not: slow control nodes
+    /// cannot stretch every cycle. Listings that failed last cycle go last.
+    pub node_deadline: Duration,
 }
 
 /// How far a cluster was checked.
@@ -92,14 +95,12 @@ pub async fn run_cycle(
     let started_at = Instant::now();
     let span = info_span!("cycle", started = %now);
     async move {
-        let inventory = crate::inventory::fetch(
-            api,
-            lister,
-            settings.concurrency,
-            &settings.default_user,
-            previous,
-        )
-        .await?;
+        let listing = crate::inventory::Listing {
+            concurrency: settings.concurrency,
+            default_user: &settings.default_user,
+            deadline: settings.node_deadline,
+        };
+        let inventory = crate::inventory::fetch(api, lister, listing, previous).await?;
         let clusters = assemble(inventory)
             .into_iter()
             .map(|a| outcome(a, &settings.policy, now))
@@ -197,6 +198,7 @@ mod tests {
             policy: Policy::default(),
             concurrency: 2,
             default_user: "cloud".into(),
+            node_deadline: std::time::Duration::from_secs(600),
         }
     }
 
@@ -313,6 +315,7 @@ mod tests {
                 vms: previous_vms,
                 expected_vms: 3,
                 vanished: BTreeMap::new(),
+                nodes_failed: false,
             },
         )]);
 
@@ -335,5 +338,130 @@ mod tests {
                 ("listVirtualMachines".to_string(), 1),
             ]
         );
+    }
+
+    /// Lists like `FixedNodes`, but never answers for the hosts in `stalls`.
+    struct Stalling {
+        nodes: FixedNodes,
+        stalls: Vec<String>,
+        /// Hosts in the order their listings started.
+        started: std::sync::Mutex<Vec<String>>,
+    }
+
+    impl NodeLister for Stalling {
+        fn list_nodes<'a>(&'a self, target: &'a SshTarget) -> NodeListFuture<'a> {
+            self.started.lock().unwrap().push(target.host.clone());
+            if self.stalls.contains(&target.host) {
+                return Box::pin(std::future::pending());
+            }
+            self.nodes.list_nodes(target)
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stalling_control_node_ends_at_the_deadline_and_goes_last_next_time() {
+        let mut w = World::new(SimTime::from_unix(1_750_000_000));
+        let root = w.root_domain_id().to_string();
+        let alice = w.add_account("alice", &root);
+        let slow = w.add_cluster("slow", alice.clone(), 1, 1, 0);
+        let fine = w.add_cluster("fine", alice, 1, 1, 0);
+        w.advance(Duration::from_secs(3600));
+        let now = Timestamp::from(w.now);
+        let (slow_host, slow_nodes) = nodes_of(&w, &slow);
+        let (fine_host, fine_nodes) = nodes_of(&w, &fine);
+        let lister = Arc::new(Stalling {
+            nodes: FixedNodes(HashMap::from([
+                (slow_host.clone(), slow_nodes),
+                (fine_host.clone(), fine_nodes),
+            ])),
+            stalls: vec![slow_host.clone()],
+            started: Default::default(),
+        });
+        let api = Client::with_transport(
+            Arc::new(SimTransport(Arc::new(Sim::new(w)))),
+            ClientOptions::default(),
+        );
+        let mut settings = settings();
+        settings.concurrency = 1;
+        settings.node_deadline = Duration::from_secs(40);
+
+        // One listing at a time, the stalling one first: the other waits, and the deadline
+        // ends both.
+        let report = run_cycle(&api, lister.clone(), &settings, &HashMap::new(), now)
+            .await
+            .unwrap();
+        let statuses: Vec<(&str, ClusterStatus, Option<&str>)> = report
+            .clusters
+            .iter()
+            .map(|c| (c.name.as_str(), c.status, c.reason.as_deref()))
+            .collect();
+        let late =
+            "nodes not listed: the node listing did not finish within the cycle's deadline of 40s";
+        assert_eq!(
+            statuses,
+            [
+                ("slow", ClusterStatus::Partial, Some(late)),
+                ("fine", ClusterStatus::Partial, Some(late)),
+            ]
+        );
+        assert_eq!(report.clusters[0].node_failure, Some("timeout"));
+
+        // Next cycle the cluster that failed goes last: the other is checked.
+        let previous = HashMap::from([(
+            slow.clone(),
+            PreviousMap {
+                nodes_failed: true,
+                ..Default::default()
+            },
+        )]);
+        lister.started.lock().unwrap().clear();
+        let report = run_cycle(&api, lister.clone(), &settings, &previous, now)
+            .await
+            .unwrap();
+        assert_eq!(
+            *lister.started.lock().unwrap(),
+            [fine_host.clone(), slow_host.clone()]
+        );
+        assert_eq!(report.clusters[1].status, ClusterStatus::Checked);
+        assert_eq!(report.clusters[0].status, ClusterStatus::Partial);
+    }
+
+    #[tokio::test]
+    async fn a_node_list_far_longer_than_the_vms_is_not_compared() {
+        let mut w = World::new(SimTime::from_unix(1_750_000_000));
+        let root = w.root_domain_id().to_string();
+        let alice = w.add_account("alice", &root);
+        let flood = w.add_cluster("flood", alice.clone(), 1, 2, 0);
+        let fine = w.add_cluster("fine", alice, 1, 1, 0);
+        w.advance(Duration::from_secs(3600));
+        let now = Timestamp::from(w.now);
+        let (flood_host, mut flood_nodes) = nodes_of(&w, &flood);
+        let (fine_host, fine_nodes) = nodes_of(&w, &fine);
+        flood_nodes.extend((0..100_000).map(|i| format!("fake-{i}")));
+        let lister = Arc::new(FixedNodes(HashMap::from([
+            (flood_host, flood_nodes),
+            (fine_host, fine_nodes),
+        ])));
+        let api = Client::with_transport(
+            Arc::new(SimTransport(Arc::new(Sim::new(w)))),
+            ClientOptions::default(),
+        );
+        let report = run_cycle(&api, lister, &settings(), &HashMap::new(), now)
+            .await
+            .unwrap();
+        let flood = &report.clusters[0];
+        assert_eq!(flood.status, ClusterStatus::Partial);
+        assert_eq!(
+            flood.reason.as_deref(),
+            Some(
+                "nodes not listed: the control node listed 100003 nodes for a cluster of 3 VMs; \
+                 a list that much longer is not compared"
+            )
+        );
+        assert!(flood.mismatches.is_empty());
+        assert_eq!(report.clusters[1].status, ClusterStatus::Checked);
+        // Up to twice the VMs and 20 more are compared.
+        assert!(!crate::assemble::implausible(26, 3));
+        assert!(crate::assemble::implausible(27, 3));
     }
 }

@@ -356,6 +356,7 @@ fn engine(scenario: &Scenario, dir: &Path, now: Timestamp) -> Result<Engine, Dem
             policy: Policy::default(),
             concurrency: 4,
             default_user: "cloud".into(),
+            node_deadline: std::time::Duration::from_secs(600),
         },
         step: StepSettings {
             alerts: true,

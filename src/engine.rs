@@ -94,6 +94,7 @@ impl Engine {
                 },
                 concurrency: config.check.concurrency,
                 default_user: config.ssh.user.clone(),
+                node_deadline: node_deadline(config),
             },
             step: StepSettings {
                 alerts: config.notify.alerts,
@@ -185,4 +186,10 @@ pub fn observe(report: &mut CycleReport) -> Vec<Observed> {
             expected_vms: c.expected_vms,
         })
         .collect()
+}
+
+/// When a cycle's node listings end: half the interval, so that a cycle leaves room for the
+/// rest of its work and for the next one, but never before one listing could have ended.
+pub fn node_deadline(config: &Config) -> std::time::Duration {
+    (config.check.interval / 2).max(config.ssh.connect_timeout + config.ssh.command_timeout)
 }

@@ -55,13 +55,23 @@ pub struct Inventory {
     pub vanished: HashMap<usize, Result<Vec<VanishedVm>, String>>,
 }
 
+/// How the node listings of a cycle run.
+#[derive(Debug, Clone, Copy)]
+pub struct Listing<'a> {
+    /// Listings in flight at once.
+    pub concurrency: usize,
+    /// Login user when the first mapped VM has no `controlNodeLoginUser` detail.
+    pub default_user: &'a str,
+    /// When the listings end, finished or not.
+    pub deadline: std::time::Duration,
+}
+
 /// Reads one cycle's inventory. `previous` is what earlier cycles saw of each cluster's map
 /// (empty on the first cycle).
 pub async fn fetch(
     api: &Client,
     lister: Arc<dyn NodeLister>,
-    concurrency: usize,
-    default_user: &str,
+    settings: Listing<'_>,
     previous: &HashMap<String, PreviousMap>,
 ) -> Result<Inventory, CycleError> {
     // Of all VMs, only those named like a CKS node can be a cluster's, and only those mapped
@@ -115,15 +125,15 @@ pub async fn fetch(
         let checkable: Vec<usize> = (0..clusters.len())
             .filter(|&i| skip_reason(&clusters[i]).is_none())
             .collect();
-        let nodes = list_nodes(
-            &clusters,
-            &networks,
-            &checkable,
-            lister,
-            concurrency,
-            default_user,
-        )
-        .await;
+        // Listings that failed last cycle (a stalling or refusing node) go last, so that
+        // they cannot hold the others back until the deadline.
+        let mut order = checkable.clone();
+        order.sort_by_key(|&i| {
+            previous
+                .get(&clusters[i].id)
+                .is_some_and(|p| p.nodes_failed)
+        });
+        let nodes = list_nodes(&clusters, &networks, &order, lister, settings).await;
         Ok((clusters, checkable, nodes))
     };
     // Whichever fails first ends the cycle at once; the other is dropped, which aborts the
@@ -204,9 +214,10 @@ async fn list_nodes(
     networks: &[Network],
     checkable: &[usize],
     lister: Arc<dyn NodeLister>,
-    concurrency: usize,
-    default_user: &str,
+    settings: Listing<'_>,
 ) -> HashMap<usize, (NodeView, Option<&'static str>)> {
+    let (concurrency, default_user) = (settings.concurrency, settings.default_user);
+    let deadline = tokio::time::Instant::now() + settings.deadline;
     let networks: HashMap<&str, &Network> = networks.iter().map(|n| (n.id.as_str(), n)).collect();
     let semaphore = Arc::new(Semaphore::new(concurrency.max(1)));
     let mut listings = tokio::task::JoinSet::new();
@@ -246,13 +257,38 @@ async fn list_nodes(
         );
     }
     let mut node_views = HashMap::new();
-    while let Some(joined) = listings.join_next().await {
-        match joined {
-            Ok((i, view, failure)) => {
+    loop {
+        match tokio::time::timeout_at(deadline, listings.join_next()).await {
+            Ok(None) => break,
+            Ok(Some(Ok((i, view, failure)))) => {
                 node_views.insert(i, (view, failure));
             }
-            Err(e) => warn!(error = %e, "a node listing task failed"),
+            Ok(Some(Err(e))) => warn!(error = %e, "a node listing task failed"),
+            Err(_) => {
+                // Dropping the set aborts the listings still running (their connections end
+                // with them).
+                let left = checkable.len() - node_views.len();
+                warn!(
+                    unfinished = left,
+                    "the node listings did not all finish within the cycle's deadline"
+                );
+                break;
+            }
         }
+    }
+    let reason = format!(
+        "the node listing did not finish within the cycle's deadline of {}",
+        crate::config::human_duration(settings.deadline)
+    );
+    for &i in checkable {
+        node_views.entry(i).or_insert_with(|| {
+            (
+                NodeView::Unknown {
+                    reason: reason.clone(),
+                },
+                Some("timeout"),
+            )
+        });
     }
     node_views
 }

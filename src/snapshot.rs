@@ -154,4 +154,6 @@ pub struct PreviousMap {
     pub expected_vms: u32,
     /// Ids already known to be gone, kept while their finding is open.
     pub vanished: BTreeMap<String, (Option<String>, VanishedHow)>,
+    /// Its nodes could not be listed last cycle: its listing waits for the others.
+    pub nodes_failed: bool,
 }

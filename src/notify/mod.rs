@@ -29,6 +29,12 @@ pub struct DeliverySettings {
     pub alert_types: std::ops::RangeInclusive<u32>,
 }
 
+/// Notifications delivered between two writes of the state.
+const SAVE_EVERY: usize = 50;
+
+/// The WARN line of a notification that stays queued.
+const NOT_DELIVERED: &str = "notification not delivered; it stays queued for the next cycle";
+
 /// The ERROR line of a notification CloudStack refused for good.
 const REFUSED: &str =
     "CloudStack refused the notification for good; it is dropped and nothing else waits for it";
@@ -56,8 +62,9 @@ impl DeliveryError {
 
 /// Delivers the outbox in order.
 ///
-/// - Delivered: the item leaves the outbox and `save` is called, so a crash repeats at most
-///   the item in flight, which the marker check then recognises.
+/// - Delivered: the item leaves the outbox; `save` is called every [`SAVE_EVERY`] finished
+///   items and at the end, so a crash repeats at most one batch, which the marker check
+///   then recognises (an event line may repeat).
 /// - Refused by CloudStack for good (error 431: see [`ApiError::is_refusal`]): the item ends
 ///   with one ERROR naming the finding and what CloudStack said, and is counted `refused`.
 ///   It holds nothing back.
@@ -77,54 +84,76 @@ pub async fn deliver<E>(
     let mut counts = DeliveryCounts::new();
     let mut blocked: HashSet<(String, &'static str)> = HashSet::new();
     let mut alerts = alerts::AlertDesk::new(settings.alert_types.clone());
-    let mut i = 0;
-    while i < state.outbox.len() {
-        let item = state.outbox[i].clone();
+    // The outbox is compacted in place: `[0, kept)` stays queued, `[kept, next)` is done,
+    // `[next, ..)` is still to try. Done items are dropped, and the state saved, once per
+    // batch: a crash repeats at most one batch, which the markers recognise (event lines
+    // may repeat).
+    let mut kept = 0;
+    let mut next = 0;
+    let mut done = 0;
+    while next < state.outbox.len() {
+        let item = state.outbox[next].clone();
         let channel = item.notification.channel();
         let lane = item.notification.subject().map(|s| (s, channel));
-        if lane.as_ref().is_some_and(|l| blocked.contains(l)) {
-            i += 1;
-            continue;
-        }
-        let result = deliver_one(api, settings, state, &mut alerts, &item.notification).await;
-        match result {
-            Ok(()) => {
-                debug!(id = item.id, channel, "notification delivered");
-                state.outbox.remove(i);
-                *counts.entry((channel, "delivered")).or_default() += 1;
-            }
-            Err(e) if e.is_refusal() => {
-                let (cluster_id, key) = item.notification.finding();
-                error!(
-                    id = item.id,
-                    channel,
-                    action = item.notification.action(),
-                    cluster_id,
-                    key,
-                    attempts = item.attempts + 1,
-                    error = %crate::error_chain::error_chain(&e),
-                    "{REFUSED}"
-                );
-                state.outbox.remove(i);
-                *counts.entry((channel, "refused")).or_default() += 1;
-            }
-            Err(e) => {
-                let message = crate::error_chain::error_chain(&e);
-                warn!(id = item.id, channel, attempts = item.attempts + 1, error = %message, "notification not delivered; it stays queued for the next cycle");
-                let queued = &mut state.outbox[i];
-                queued.attempts += 1;
-                queued.last_error = Some(message);
-                if let Some(l) = lane {
-                    blocked.insert(l);
+        let finished = if lane.as_ref().is_some_and(|l| blocked.contains(l)) {
+            false
+        } else {
+            match deliver_one(api, settings, state, &mut alerts, &item.notification).await {
+                Ok(()) => {
+                    debug!(id = item.id, channel, "notification delivered");
+                    *counts.entry((channel, "delivered")).or_default() += 1;
+                    true
                 }
-                *counts.entry((channel, "failed")).or_default() += 1;
-                i += 1;
-                continue;
+                Err(e) if e.is_refusal() => {
+                    let (cluster_id, key) = item.notification.finding();
+                    error!(
+                        id = item.id,
+                        channel,
+                        action = item.notification.action(),
+                        cluster_id,
+                        key,
+                        attempts = item.attempts + 1,
+                        error = %crate::error_chain::error_chain(&e),
+                        "{REFUSED}"
+                    );
+                    *counts.entry((channel, "refused")).or_default() += 1;
+                    true
+                }
+                Err(e) => {
+                    let message = crate::error_chain::error_chain(&e);
+                    warn!(id = item.id, channel, attempts = item.attempts + 1, error = %message, "{NOT_DELIVERED}");
+                    let queued = &mut state.outbox[next];
+                    queued.attempts += 1;
+                    queued.last_error = Some(message);
+                    if let Some(l) = lane {
+                        blocked.insert(l);
+                    }
+                    *counts.entry((channel, "failed")).or_default() += 1;
+                    false
+                }
+            }
+        };
+        if finished {
+            done += 1;
+        } else {
+            state.outbox.swap(kept, next);
+            kept += 1;
+        }
+        next += 1;
+        if done >= SAVE_EVERY {
+            state.outbox.drain(kept..next);
+            next = kept;
+            done = 0;
+            if let Err(e) = save(state) {
+                return (counts, Some(e));
             }
         }
-        if let Err(e) = save(state) {
-            return (counts, Some(e));
-        }
+    }
+    state.outbox.drain(kept..next);
+    if done > 0
+        && let Err(e) = save(state)
+    {
+        return (counts, Some(e));
     }
     (counts, None)
 }

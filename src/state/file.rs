@@ -114,7 +114,8 @@ impl StateFile {
     pub fn save(&self, state: &State) -> Result<(), StateError> {
         write_atomic(
             &self.path,
-            &serde_json::to_vec_pretty(state).expect("state serializes"),
+            // Compact: the file is for cks-drift, and a large outbox should not double in size.
+            &serde_json::to_vec(state).expect("state serializes"),
         )
     }
 }

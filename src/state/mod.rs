@@ -78,6 +78,9 @@ pub struct ClusterState {
     /// Mapped VMs found gone, kept while their finding is open.
     #[serde(default)]
     pub vanished: BTreeMap<String, VanishedRecord>,
+    /// Its nodes could not be listed in the last cycle that checked it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nodes_failed: bool,
 }
 
 impl ClusterState {

@@ -92,18 +92,36 @@ pub fn previous_maps(state: &State) -> HashMap<String, PreviousMap> {
                     vms: c.map.clone(),
                     expected_vms: c.expected_vms,
                     vanished,
+                    nodes_failed: c.nodes_failed,
                 },
             )
         })
         .collect()
 }
 
+/// `(subject, channel)` of every queued notification. `close` asks it once per resolved
+/// finding, so it is kept up to date as notifications are queued rather than found by
+/// scanning the outbox each time (which made resolving many findings quadratic).
+type Pending = HashSet<(String, &'static str)>;
+
+fn pending_index(state: &State) -> Pending {
+    state
+        .outbox
+        .iter()
+        .filter_map(|o| Some((o.notification.subject()?, o.notification.channel())))
+        .collect()
+}
+
 struct Queue<'a> {
     state: &'a mut State,
+    pending: &'a mut Pending,
 }
 
 impl Queue<'_> {
     fn push(&mut self, n: Notification) {
+        if let Some(subject) = n.subject() {
+            self.pending.insert((subject, n.channel()));
+        }
         let id = self.state.next_id;
         self.state.next_id += 1;
         self.state.outbox.push(Outgoing {
@@ -149,6 +167,7 @@ pub fn step(
 ) -> StepOutcome {
     let mut outcome = StepOutcome::default();
     let seen: HashSet<&str> = observed.iter().map(|c| c.id.as_str()).collect();
+    let mut pending = pending_index(state);
 
     for c in observed {
         let mut entry = state.clusters.remove(&c.id).unwrap_or_default();
@@ -193,6 +212,7 @@ pub fn step(
             *entry.side_mut(side) = next;
         }
         if c.coverage != Coverage::None {
+            entry.nodes_failed = c.coverage == Coverage::VmsOnly;
             entry.map = c.mapped.iter().cloned().collect();
             entry.expected_vms = c.expected_vms;
             entry.vanished = c
@@ -217,7 +237,10 @@ pub fn step(
                 .collect();
         }
 
-        let mut q = Queue { state };
+        let mut q = Queue {
+            state,
+            pending: &mut pending,
+        };
         for m in &new {
             let key = m.key();
             outcome.new.insert((c.id.clone(), key.clone()));
@@ -238,7 +261,21 @@ pub fn step(
             }
         }
         if settings.alerts && !new.is_empty() {
-            let cap = settings.alert_cap.max(1);
+            // A cluster holds at most `alert_cap` alerts of its own findings at once, and one
+            // summary: a tenant that makes findings every cycle (fake nodes) cannot take the
+            // alert types every other cluster needs.
+            let new_keys: HashSet<String> = new.iter().map(|m| side_key(&m.key())).collect();
+            let held = entry
+                .vms
+                .keys()
+                .chain(entry.nodes.keys())
+                .filter(|k| !new_keys.contains(*k))
+                .filter(|k| {
+                    let rk = record_key(&c.id, k);
+                    q.state.alerts.contains_key(&rk) || q.pending.contains(&(rk, "alert"))
+                })
+                .count();
+            let cap = settings.alert_cap.max(1).saturating_sub(held);
             for m in new.iter().take(cap) {
                 q.push(Notification::RaiseAlert {
                     cluster_id: c.id.clone(),
@@ -248,7 +285,7 @@ pub fn step(
                     covers: vec![],
                 });
             }
-            if new.len() > cap {
+            if new.len() > cap && !has_open_summary(q.state, &c.id) {
                 let rest: Vec<&Mismatch> = new[cap..].to_vec();
                 let key = format!("summary:{}", now.to_compact());
                 q.push(Notification::RaiseAlert {
@@ -310,7 +347,10 @@ pub fn step(
                 .chain(entry.nodes.keys())
                 .cloned()
                 .collect();
-            let mut q = Queue { state };
+            let mut q = Queue {
+                state,
+                pending: &mut pending,
+            };
             for key in &keys {
                 close(&mut q, &id, key, settings);
             }
@@ -339,14 +379,15 @@ fn close(q: &mut Queue<'_>, cluster_id: &str, key: &str, settings: &StepSettings
     // Archive and remove even when the channel was turned off since: what this daemon
     // raised, it takes back. Delivery skips what was never recorded.
     let rk = record_key(cluster_id, key);
-    let raised = q.state.alerts.contains_key(&rk) || pending(q.state, &rk, "alert");
+    let raised = q.state.alerts.contains_key(&rk) || q.pending.contains(&(rk.clone(), "alert"));
     if raised || settings.alerts {
         q.push(Notification::ArchiveAlert {
             cluster_id: cluster_id.to_string(),
             key: key.to_string(),
         });
     }
-    let annotated = q.state.annotations.contains_key(&rk) || pending(q.state, &rk, "annotation");
+    let annotated =
+        q.state.annotations.contains_key(&rk) || q.pending.contains(&(rk.clone(), "annotation"));
     if annotated || settings.annotations {
         q.push(Notification::RemoveAnnotation {
             cluster_id: cluster_id.to_string(),
@@ -355,10 +396,29 @@ fn close(q: &mut Queue<'_>, cluster_id: &str, key: &str, settings: &StepSettings
     }
 }
 
-fn pending(state: &State, subject: &str, channel: &str) -> bool {
-    state.outbox.iter().any(|o| {
-        o.notification.channel() == channel && o.notification.subject().as_deref() == Some(subject)
-    })
+/// Whether a summary alert of the cluster is recorded, or queued, and not being archived.
+fn has_open_summary(state: &State, cluster_id: &str) -> bool {
+    let prefix = format!("{cluster_id}/");
+    let archiving = |key: &str| {
+        state.outbox.iter().any(|o| {
+            matches!(&o.notification, Notification::ArchiveAlert { cluster_id: c, key: k }
+                if c == cluster_id && k == key)
+        })
+    };
+    let recorded = state.alerts.iter().any(|(rk, r)| {
+        rk.strip_prefix(&prefix)
+            .is_some_and(|key| !r.covers.is_empty() && !archiving(key))
+    });
+    recorded
+        || state.outbox.iter().any(|o| match &o.notification {
+            Notification::RaiseAlert {
+                cluster_id: c,
+                key,
+                covers,
+                ..
+            } => c == cluster_id && !covers.is_empty() && !archiving(key),
+            _ => false,
+        })
 }
 
 /// Summary alerts of a cluster (recorded or still queued) none of whose keys is open.

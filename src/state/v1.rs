@@ -100,6 +100,7 @@ impl StateV1 {
                             map: c.map,
                             expected_vms: c.expected_vms,
                             vanished: c.vanished,
+                            nodes_failed: false,
                         },
                     )
                 })
@@ -220,7 +221,7 @@ mod tests {
         file.save(&state).unwrap();
         drop(file);
         let text = std::fs::read_to_string(&path).unwrap();
-        assert!(text.contains("\"version\": 2"));
+        assert!(text.starts_with("{\"version\":2,"));
         assert!(!text.contains("\"mismatch\""));
         let (_file, again, _) = StateFile::open(&path, now).unwrap();
         assert_eq!(again, state);

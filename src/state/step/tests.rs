@@ -460,3 +460,89 @@ fn state_round_trips_through_json() {
     assert_eq!(back, s);
     assert!(text.contains("\"action\": \"raise_alert\""), "{text}");
 }
+
+#[test]
+fn a_cluster_holds_at_most_alert_cap_alerts_and_one_summary() {
+    let mut s = State::default();
+    let settings = StepSettings {
+        alerts: true,
+        annotations: false,
+        alert_cap: 2,
+    };
+    let nodes = |range: std::ops::Range<u32>| -> Vec<Mismatch> {
+        range
+            .map(|i| m(NodeWithoutVm, &format!("fake-{i:02}")))
+            .collect()
+    };
+    // Cycle 1: two alerts and a summary of the third.
+    step(
+        &mut s,
+        &[cluster(Coverage::Full, nodes(0..3))],
+        &settings,
+        at(0),
+    );
+    let sent: Vec<String> = drain_recorded(&mut s);
+    assert_eq!(
+        sent,
+        [
+            "alert node_without_vm:fake-00",
+            "alert node_without_vm:fake-01",
+            "summary alert node_without_vm:fake-02",
+        ]
+    );
+    // Cycle 2, three more: the cap is held, the summary still open: no alert at all.
+    step(
+        &mut s,
+        &[cluster(Coverage::Full, nodes(0..6))],
+        &settings,
+        at(5),
+    );
+    assert_eq!(drain_recorded(&mut s), Vec::<String>::new());
+    // Two findings resolve (their alerts are archived): room for two alerts again.
+    let mut still: Vec<Mismatch> = nodes(2..6);
+    still.extend(nodes(10..12));
+    step(&mut s, &[cluster(Coverage::Full, still)], &settings, at(10));
+    let sent = drain_recorded(&mut s);
+    assert!(
+        sent.contains(&"alert node_without_vm:fake-10".to_string())
+            && sent.contains(&"alert node_without_vm:fake-11".to_string()),
+        "{sent:?}"
+    );
+    assert_eq!(sent.iter().filter(|l| l.starts_with("alert ")).count(), 2);
+}
+
+/// Like `drain`, for alerts only, recording each raised alert as delivery would.
+fn drain_recorded(state: &mut State) -> Vec<String> {
+    let mut out = Vec::new();
+    for o in std::mem::take(&mut state.outbox) {
+        match o.notification {
+            Notification::RaiseAlert {
+                cluster_id,
+                key,
+                covers,
+                zone_id,
+                ..
+            } => {
+                out.push(if covers.is_empty() {
+                    format!("alert {key}")
+                } else {
+                    format!("summary alert {}", covers.join(","))
+                });
+                state.alerts.insert(
+                    record_key(&cluster_id, &key),
+                    crate::state::AlertRecord {
+                        alert_id: key.clone(),
+                        alert_type: 3000,
+                        zone_id,
+                        covers,
+                    },
+                );
+            }
+            Notification::ArchiveAlert { cluster_id, key } => {
+                state.alerts.remove(&record_key(&cluster_id, &key));
+            }
+            _ => {}
+        }
+    }
+    out
+}
