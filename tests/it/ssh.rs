@@ -880,7 +880,7 @@ async fn stalled_key_exchanges_leave_no_socket_behind() {
     };
     let lister = std::sync::Arc::new(SshNodeLister::new(&settings).unwrap());
     let mut listings = tokio::task::JoinSet::new();
-    for _ in 0..20 {
+    for _ in 0..100 {
         let lister = lister.clone();
         listings.spawn(async move { lister.list_nodes(&target(port)).await });
     }
