@@ -182,3 +182,31 @@ async fn risky_settings_are_warned_at_start() {
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn the_event_log_is_created_0640_whatever_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let (cloud, id) = one_cluster().await;
+    let worker = cloud.map(&id).last().unwrap().clone();
+    cloud
+        .sim()
+        .with_world(|w| assert!(w.remove_map_row(&id, &worker)));
+    let config = cloud.write_config();
+    // umask 0 would leave a plain create at 0666.
+    let output = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "umask 000; exec {} check -c {}",
+            crate::support::cloud::binary().display(),
+            config.display()
+        ))
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let mode = std::fs::metadata(cloud.event_log())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o640);
+}

@@ -925,3 +925,94 @@ async fn listings_against_a_real_sshd_leave_no_socket_behind() {
     }
     assert_eq!(open, 0, "sockets still open to sshd");
 }
+
+/// A control node that, asked to run the listing, first tries to open channels towards the
+/// client (a forwarded port, X11), records whether the client took them, then answers.
+struct ChannelOpener {
+    results: std::sync::Arc<std::sync::Mutex<Vec<(&'static str, bool)>>>,
+}
+
+impl russh::server::Handler for ChannelOpener {
+    type Error = russh::Error;
+
+    async fn auth_publickey(
+        &mut self,
+        _: &str,
+        _: russh::server::VerifiedPublicKey<'_>,
+    ) -> Result<russh::server::Auth, Self::Error> {
+        Ok(russh::server::Auth::Accept)
+    }
+
+    async fn channel_open_session(
+        &mut self,
+        _: russh::Channel<russh::server::Msg>,
+        reply: russh::server::ChannelOpenHandle,
+        _: &mut russh::server::Session,
+    ) -> Result<(), Self::Error> {
+        reply.accept().await;
+        Ok(())
+    }
+
+    async fn exec_request(
+        &mut self,
+        channel: russh::ChannelId,
+        _: &[u8],
+        session: &mut russh::server::Session,
+    ) -> Result<(), Self::Error> {
+        session.channel_success(channel)?;
+        let handle = session.handle();
+        let results = self.results.clone();
+        tokio::spawn(async move {
+            let forwarded = handle
+                .channel_open_forwarded_tcpip("127.0.0.1", 8080, "203.0.113.9", 40000)
+                .await
+                .is_ok();
+            let x11 = handle.channel_open_x11("203.0.113.9", 6000).await.is_ok();
+            results
+                .lock()
+                .unwrap()
+                .extend([("forwarded-tcpip", forwarded), ("x11", x11)]);
+            let _ = handle.data(channel, b"node/a\n".to_vec()).await;
+            let _ = handle.exit_status_request(channel, 0).await;
+            let _ = handle.eof(channel).await;
+            let _ = handle.close(channel).await;
+        });
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn channels_a_control_node_opens_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let client_key = keygen(&dir.path().join("id_ed25519"), KeyKind::Ed25519);
+    let host_key = keygen(&dir.path().join("host_ed25519"), KeyKind::Ed25519);
+    let config = std::sync::Arc::new(russh::server::Config {
+        keys: vec![russh::keys::load_secret_key(&host_key, None).unwrap()],
+        ..Default::default()
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let results = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let handler = ChannelOpener {
+        results: results.clone(),
+    };
+    let server = tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let session = russh::server::run_stream(config, stream, handler).await;
+        if let Ok(session) = session {
+            let _ = session.await;
+        }
+    });
+    let settings = settings(
+        &client_key,
+        &dir.path().join("known_hosts"),
+        HostKeyPolicy::AcceptNew,
+        "kubectl get nodes -o name",
+    );
+    assert_eq!(list(&settings, port).await.unwrap(), names(&["a"]));
+    server.abort();
+    assert_eq!(
+        *results.lock().unwrap(),
+        [("forwarded-tcpip", false), ("x11", false)]
+    );
+}
