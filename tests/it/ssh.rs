@@ -829,6 +829,19 @@ fn sockets_to(port: u16) -> usize {
         .count()
 }
 
+/// [`sockets_to`], once the session tasks had up to 2 s to see their connections end.
+async fn settled_sockets_to(port: u16) -> usize {
+    let mut open = sockets_to(port);
+    for _ in 0..20 {
+        if open == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        open = sockets_to(port);
+    }
+    open
+}
+
 /// A hostile control node: it sends its banner, never goes on with the key exchange, and
 /// sends `SSH_MSG_IGNORE` every 200 ms to keep an inactivity timer alive. It closes a
 /// connection only when the client does.
@@ -890,15 +903,8 @@ async fn stalled_key_exchanges_leave_no_socket_behind() {
             other => panic!("expected a key exchange timeout, got {other:?}"),
         }
     }
-    // The connections end with the listings (give the session tasks a moment to see it).
-    let mut open = sockets_to(port);
-    for _ in 0..20 {
-        if open == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        open = sockets_to(port);
-    }
+    // The connections end with the listings.
+    let open = settled_sockets_to(port).await;
     peer.abort();
     assert_eq!(open, 0, "sockets still open to the stalling peer");
 }
@@ -915,15 +921,11 @@ async fn listings_against_a_real_sshd_leave_no_socket_behind() {
     for _ in 0..20 {
         assert_eq!(list(&settings, sshd.port()).await.unwrap(), names(&["a"]));
     }
-    let mut open = sockets_to(sshd.port());
-    for _ in 0..20 {
-        if open == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        open = sockets_to(sshd.port());
-    }
-    assert_eq!(open, 0, "sockets still open to sshd");
+    assert_eq!(
+        settled_sockets_to(sshd.port()).await,
+        0,
+        "sockets still open to sshd"
+    );
 }
 
 /// A control node that, asked to run the listing, first tries to open channels towards the
