@@ -367,7 +367,11 @@ fn engine(scenario: &Scenario, dir: &Path, now: Timestamp) -> Result<Engine, Dem
             event_log: dir.join("events.jsonl"),
             alert_types: 3000..=3999,
         },
-        store: Some(Store { file, state }),
+        store: Some(Store {
+            file,
+            state,
+            recover: false,
+        }),
     })
 }
 

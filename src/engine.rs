@@ -24,6 +24,9 @@ use crate::time::Timestamp;
 pub struct Store {
     pub file: StateFile,
     pub state: State,
+    /// The state started afresh (no file, or one moved aside): what was reported is read back
+    /// from CloudStack before the first dedupe step (see `takeover`).
+    pub recover: bool,
 }
 
 impl Store {
@@ -31,10 +34,15 @@ impl Store {
     /// with a warning.
     pub fn open(config: &Config) -> Result<Store, StateError> {
         let (file, state, note) = StateFile::open(&config.state.path, Timestamp::now())?;
+        let recover = note.created || note.moved_aside.is_some();
         if let Some((moved, why)) = note.moved_aside {
             tracing::warn!(path = %config.state.path.display(), moved_to = %moved.display(), reason = %why, "the state file could not be read; it was moved aside and checking starts afresh");
         }
-        Ok(Store { file, state })
+        Ok(Store {
+            file,
+            state,
+            recover,
+        })
     }
 }
 
@@ -132,6 +140,16 @@ impl Engine {
             pending: store.state.outbox.len(),
             state_error: None,
         };
+        if tick.report.is_ok() && store.recover {
+            match crate::takeover::recover(&self.api, &mut store.state, now).await {
+                Ok(_) => store.recover = false,
+                Err(e) => {
+                    // Deciding without it would alert again everything already alerted.
+                    error!(error = %error_chain(&e), "cannot read back from CloudStack what was reported; nothing is decided or sent this cycle");
+                    return tick;
+                }
+            }
+        }
         if let Ok(report) = tick.report.as_mut() {
             let observed = observe(report);
             let outcome = step(&mut store.state, &observed, &self.step, now);

@@ -27,6 +27,7 @@ pub mod remote;
 pub mod report;
 pub mod snapshot;
 pub mod state;
+pub mod takeover;
 pub mod time;
 pub mod untrusted;
 pub mod validate;

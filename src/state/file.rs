@@ -45,6 +45,8 @@ pub struct StateFile {
 pub struct OpenNote {
     /// Where a corrupt or unreadable file was moved, and why.
     pub moved_aside: Option<(PathBuf, String)>,
+    /// There was no state file.
+    pub created: bool,
 }
 
 impl StateFile {
@@ -81,7 +83,10 @@ impl StateFile {
 
         let mut note = OpenNote::default();
         let state = match std::fs::read(path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => State::default(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                note.created = true;
+                State::default()
+            }
             Err(e) => {
                 let why = format!("unreadable: {e}");
                 note.moved_aside = Some((move_aside(path, now)?, why));
@@ -185,15 +190,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub/state.json");
         let (file, mut state, note) = StateFile::open(&path, NOW).unwrap();
-        assert_eq!(note, OpenNote::default());
+        assert_eq!(
+            note,
+            OpenNote {
+                moved_aside: None,
+                created: true
+            }
+        );
         assert_eq!(state, State::default());
         state.next_id = 42;
         file.save(&state).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         drop(file);
-        let (_file, again, _) = StateFile::open(&path, NOW).unwrap();
+        let (_file, again, note) = StateFile::open(&path, NOW).unwrap();
         assert_eq!(again.next_id, 42);
+        assert_eq!(note, OpenNote::default());
     }
 
     #[test]

@@ -346,6 +346,8 @@ async fn a_full_disk_and_an_api_failure_send_nothing() {
     let disk = SmallDisk::mount(cloud.state_path().parent().unwrap());
     let events = cloud.dir.path().join("events.jsonl");
     cloud.extra = format!("[notify]\nevent_log = \"{}\"\n", events.display());
+    // A first run with nothing to report: the state exists (nothing to read back later).
+    cloud.check_json(&[]).await;
     unmap_last_worker(&cloud, &id);
     // The first run decides and records the finding, but CloudStack is unwell: the alert
     // and the annotation stay queued.
@@ -384,4 +386,70 @@ async fn a_full_disk_and_an_api_failure_send_nothing() {
     assert_eq!(active_alerts(&cloud).len(), 1);
     assert_eq!(annotations(&cloud).len(), 1);
     assert_eq!(cloud.sim().call_count("generateAlert"), 2);
+}
+
+#[tokio::test]
+async fn a_lost_state_file_is_read_back_from_cloudstack_and_nothing_is_alerted_again() {
+    let (cloud, id) = one_cluster().await;
+    let worker = unmap_last_worker(&cloud, &id);
+    let names: Vec<String> = cloud
+        .map(&id)
+        .iter()
+        .map(|v| {
+            cloud
+                .sim()
+                .with_world(|w| w.vm(v).unwrap().name.to_lowercase())
+        })
+        .collect();
+    let worker_name = cloud
+        .sim()
+        .with_world(|w| w.vm(&worker).unwrap().name.to_lowercase());
+    let mut nodes: Vec<&str> = names.iter().map(String::as_str).collect();
+    nodes.extend([worker_name.as_str(), "stray"]);
+    cloud.node(&id).kube.set_nodes(&nodes);
+    let (_, report) = cloud.check_json(&[]).await;
+    assert_eq!(mismatches(&report).len(), 2, "{report}");
+    assert_eq!(active_alerts(&cloud).len(), 2);
+    assert_eq!(annotations(&cloud).len(), 2);
+
+    // The state volume is lost; the instance starts again, first with CloudStack failing the
+    // read back: nothing is decided or sent then.
+    std::fs::remove_file(cloud.state_path()).unwrap();
+    cloud
+        .sim()
+        .fail_next_with_error("listAlerts", 1, 530, "the database is down");
+    let (run, _) = cloud.check_json(&[]).await;
+    assert!(
+        run.stderr
+            .contains("cannot read back from CloudStack what was reported"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(cloud.sim().call_count("generateAlert"), 2);
+    assert!(!cloud.state_path().exists());
+    let (run, report) = cloud.check_json(&[]).await;
+    assert!(
+        run.stderr
+            .contains("what was reported was read back from CloudStack"),
+        "{}",
+        run.stderr
+    );
+    let found = mismatches(&report);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(
+        found.iter().all(|(_, _, new)| *new == Some(false)),
+        "{found:?}"
+    );
+    assert_eq!(cloud.sim().call_count("generateAlert"), 2);
+    assert_eq!(cloud.sim().call_count("addAnnotation"), 2);
+    assert_delivered_cleanly(&cloud, &run);
+
+    // Both resolve later: the alerts are archived, the annotations removed.
+    cloud.sim().with_world(|w| w.add_map_row(&id, &worker));
+    cloud.node(&id).kube.set_nodes(&nodes[..nodes.len() - 1]);
+    let (run, report) = cloud.check_json(&[]).await;
+    assert_eq!(mismatches(&report), vec![]);
+    assert_delivered_cleanly(&cloud, &run);
+    assert_eq!(active_alerts(&cloud), vec![]);
+    assert_eq!(annotations(&cloud), vec![]);
 }

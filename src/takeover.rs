@@ -1,0 +1,203 @@
+//! What was reported, read back from CloudStack itself: when cks-drift starts without a state
+//! (a lost volume, a new host), its own un-archived alerts and its own annotations still say
+//! which findings were reported, by their markers. Reading them back before the first dedupe
+//! step means nothing is alerted twice, and what resolved meanwhile is still archived and
+//! removed.
+//!
+//! Only what the markers say is rebuilt. A key written as a digest (a long node name) cannot
+//! be read back: its alert and annotation are recorded under the digest, which no finding
+//! has, so the next cycle archives and removes them and reports that finding once more.
+//! Summary alerts are left alone.
+
+use std::collections::BTreeMap;
+
+use tracing::info;
+
+use crate::cloudstack::client::Client;
+use crate::cloudstack::error::ApiError;
+use crate::cloudstack::model::{Alert, Annotation};
+use crate::diff::{FindingKey, Mismatch, MismatchKind, Subject, VmRef};
+use crate::notify::alerts::ALERT_NAME;
+use crate::state::{AlertRecord, Reported, State, record_key, side_key};
+use crate::time::Timestamp;
+use crate::wording::marked_key;
+
+/// What was read back.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Recovered {
+    pub alerts: usize,
+    pub annotations: usize,
+    pub findings: usize,
+}
+
+/// The cluster id and key of an alert description's marker, `[cks-drift <cluster>/<key>]`.
+fn alert_marker_parts(description: &str) -> Option<(&str, FindingKey)> {
+    let start = description.rfind("[cks-drift ")?;
+    let inner = description[start + "[cks-drift ".len()..].strip_suffix(']')?;
+    let colon = inner.find(':')?;
+    let slash = inner[..colon].rfind('/')?;
+    let key = FindingKey::parse(&inner[slash + 1..])?;
+    Some((&inner[..slash], key))
+}
+
+/// The finding a key stands for, as far as the key tells: the VM's name and state, not in it,
+/// stay unknown until the next cycle sees it.
+fn finding(key: &FindingKey) -> Option<Mismatch> {
+    let subject = match key.kind {
+        MismatchKind::NodeWithoutVm => Subject::Node(key.subject.clone()),
+        MismatchKind::MapCount => {
+            let (shown, expected) = key.subject.split_once('/')?;
+            Subject::MapRows {
+                shown: shown.parse().ok()?,
+                expected: expected.parse().ok()?,
+            }
+        }
+        _ => Subject::Vm(VmRef {
+            id: key.subject.clone(),
+            name: None,
+            state: String::new(),
+        }),
+    };
+    Some(Mismatch {
+        kind: key.kind,
+        subject,
+    })
+}
+
+/// Records `key` of `cluster` as reported since `since`, unless it already is.
+fn remember(state: &mut State, cluster: &str, key: &FindingKey, since: Timestamp) -> bool {
+    let Some(m) = finding(key) else {
+        return false;
+    };
+    let entry = state.clusters.entry(cluster.to_string()).or_default();
+    let side = entry.side_mut(key.kind.side());
+    if side.contains_key(&side_key(key)) {
+        return false;
+    }
+    side.insert(side_key(key), Reported::new(&m, since));
+    true
+}
+
+/// Reads this daemon's un-archived alerts and its annotations on Kubernetes clusters back into
+/// `state`: their records, and the findings they stand for as reported.
+pub async fn recover(
+    api: &Client,
+    state: &mut State,
+    now: Timestamp,
+) -> Result<Recovered, ApiError> {
+    let mut got = Recovered::default();
+    let alerts: Vec<Alert> = api
+        .list("listAlerts", "alert", &[("name", ALERT_NAME)])
+        .await?;
+    for a in &alerts {
+        let Some((cluster, key)) = a.description.as_deref().and_then(alert_marker_parts) else {
+            continue;
+        };
+        let since = a.sent.as_deref().and_then(Timestamp::parse).unwrap_or(now);
+        if remember(state, cluster, &key, since) {
+            got.findings += 1;
+        }
+        state.alerts.insert(
+            record_key(cluster, &key.to_string()),
+            AlertRecord {
+                alert_id: a.id.clone(),
+                alert_type: a.r#type.and_then(|t| u32::try_from(t).ok()).unwrap_or(0),
+                zone_id: a.zoneid.clone(),
+                covers: vec![],
+            },
+        );
+        got.alerts += 1;
+    }
+    let notes: Vec<Annotation> = api
+        .list(
+            "listAnnotations",
+            "annotation",
+            &[
+                ("entitytype", "KUBERNETES_CLUSTER"),
+                ("annotationfilter", "all"),
+                ("keyword", "[cks-drift "),
+            ],
+        )
+        .await?;
+    let mut by_cluster: BTreeMap<&str, Vec<(&Annotation, FindingKey)>> = BTreeMap::new();
+    for n in &notes {
+        let (Some(cluster), Some(key)) = (
+            n.entityid.as_deref(),
+            n.annotation
+                .as_deref()
+                .and_then(marked_key)
+                .and_then(FindingKey::parse),
+        ) else {
+            continue;
+        };
+        by_cluster.entry(cluster).or_default().push((n, key));
+    }
+    for (cluster, found) in by_cluster {
+        for (n, key) in found {
+            if remember(state, cluster, &key, now) {
+                got.findings += 1;
+            }
+            state
+                .annotations
+                .insert(record_key(cluster, &key.to_string()), n.id.clone());
+            got.annotations += 1;
+        }
+    }
+    info!(
+        alerts = got.alerts,
+        annotations = got.annotations,
+        findings = got.findings,
+        "started without a state: what was reported was read back from CloudStack"
+    );
+    Ok(got)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alert_markers_give_the_cluster_and_the_key() {
+        let (c, k) = alert_marker_parts(
+            "Kubernetes cluster web, VM a (v1): … [cks-drift 5d1c-1/unmapped_vm:v1]",
+        )
+        .unwrap();
+        assert_eq!((c, k.to_string().as_str()), ("5d1c-1", "unmapped_vm:v1"));
+        let (_, k) = alert_marker_parts("x [cks-drift c1/map_count:3/5]").unwrap();
+        assert_eq!(k.to_string(), "map_count:3/5");
+        // A summary, a digest, another text: nothing to read back.
+        assert!(alert_marker_parts("x [cks-drift c1/summary:20270115T080000Z]").is_none());
+        assert!(alert_marker_parts("x [cks-drift c1/node_without_vm:#0123456789ab]").is_some());
+        assert!(alert_marker_parts("no marker").is_none());
+    }
+
+    #[test]
+    fn keys_give_findings_on_their_side() {
+        let mut state = State::default();
+        let now = Timestamp::from_unix(1_800_000_000);
+        for key in ["unmapped_vm:v1", "node_without_vm:stray", "map_count:2/3"] {
+            assert!(remember(
+                &mut state,
+                "c1",
+                &FindingKey::parse(key).unwrap(),
+                now
+            ));
+        }
+        assert!(!remember(
+            &mut state,
+            "c1",
+            &FindingKey::parse("unmapped_vm:v1").unwrap(),
+            now
+        ));
+        let c = &state.clusters["c1"];
+        assert_eq!(
+            c.vms.keys().collect::<Vec<_>>(),
+            ["map_count:2/3", "unmapped_vm:v1"]
+        );
+        assert_eq!(
+            c.nodes.keys().collect::<Vec<_>>(),
+            ["node_without_vm:stray"]
+        );
+        assert_eq!(c.vms["map_count:2/3"].shown, Some(2));
+    }
+}
