@@ -20,7 +20,7 @@ use crate::diff::{FindingKey, Mismatch, MismatchKind, Subject, VmRef};
 use crate::notify::alerts::ALERT_NAME;
 use crate::state::{AlertRecord, Reported, State, record_key, side_key};
 use crate::time::Timestamp;
-use crate::wording::marked_key;
+use crate::wording::{marked_key, marker_parts};
 
 /// What was read back.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -32,12 +32,8 @@ pub struct Recovered {
 
 /// The cluster id and key of an alert description's marker, `[cks-drift <cluster>/<key>]`.
 fn alert_marker_parts(description: &str) -> Option<(&str, FindingKey)> {
-    let start = description.rfind("[cks-drift ")?;
-    let inner = description[start + "[cks-drift ".len()..].strip_suffix(']')?;
-    let colon = inner.find(':')?;
-    let slash = inner[..colon].rfind('/')?;
-    let key = FindingKey::parse(&inner[slash + 1..])?;
-    Some((&inner[..slash], key))
+    let (cluster, key) = marker_parts(description)?;
+    Some((cluster?, FindingKey::parse(key)?))
 }
 
 /// The finding a key stands for, as far as the key tells: the VM's name and state, not in it,

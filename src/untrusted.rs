@@ -8,19 +8,32 @@ use std::borrow::Cow;
 /// written as `\xNN` or `\u{NNNN}`, and a backslash as `\\` so that an escape cannot be
 /// forged. Borrowed when nothing needs escaping.
 pub fn escaped(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(|c| c.is_control() || c == '\\') {
+    escape(s, true)
+}
+
+/// [`escaped`] without doubling backslashes: for a text that is escaped again later (a
+/// queued CloudStack text is fitted again before it is sent), so escaping must not compound.
+pub fn controls_escaped(s: &str) -> Cow<'_, str> {
+    escape(s, false)
+}
+
+fn escape(s: &str, backslash: bool) -> Cow<'_, str> {
+    if !s
+        .chars()
+        .any(|c| c.is_control() || (backslash && c == '\\'))
+    {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
-        push_escaped(&mut out, c);
+        push_escaped(&mut out, c, backslash);
     }
     Cow::Owned(out)
 }
 
-fn push_escaped(out: &mut String, c: char) {
+fn push_escaped(out: &mut String, c: char, backslash: bool) {
     match c {
-        '\\' => out.push_str("\\\\"),
+        '\\' if backslash => out.push_str("\\\\"),
         c if c.is_control() => {
             let n = u32::from(c);
             if n <= 0xff {

@@ -61,13 +61,18 @@ pub fn annotation_marker(key: &str) -> String {
 
 /// The key a text's closing marker holds, as the marker writes it (see [`marker_key`]).
 pub fn marked_key(text: &str) -> Option<&str> {
+    marker_parts(text).map(|(_, key)| key)
+}
+
+/// The cluster id (alert markers only) and the key of a text's closing marker.
+pub fn marker_parts(text: &str) -> Option<(Option<&str>, &str)> {
     let start = text.rfind("[cks-drift ")?;
     let inner = text[start + "[cks-drift ".len()..].strip_suffix(']')?;
     // A cluster id has no `:`, a key always has one: a `/` before it ends the cluster id.
     let colon = inner.find(':')?;
     Some(match inner[..colon].rfind('/') {
-        Some(slash) => &inner[slash + 1..],
-        None => inner,
+        Some(slash) => (Some(&inner[..slash]), &inner[slash + 1..]),
+        None => (None, inner),
     })
 }
 

@@ -38,22 +38,10 @@ pub fn is_refused_control(c: char) -> bool {
 /// character outside the Basic Multilingual Plane becomes U+FFFD: CloudStack's database
 /// tables are `utf8` (three bytes at most) and refuse four-byte characters.
 pub fn one_line(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if c.is_control() {
-            let n = u32::from(c);
-            if n <= 0xff {
-                out.push_str(&format!("\\x{n:02x}"));
-            } else {
-                out.push_str(&format!("\\u{{{n:04x}}}"));
-            }
-        } else if c.len_utf16() > 1 {
-            out.push('\u{fffd}');
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    crate::untrusted::controls_escaped(s)
+        .chars()
+        .map(|c| if c.len_utf16() > 1 { '\u{fffd}' } else { c })
+        .collect()
 }
 
 /// `s` cut to at most `max` UTF-16 units, ending in `…` when cut. Never splits a character.
@@ -111,6 +99,9 @@ mod tests {
 
     #[test]
     fn one_line_escapes_controls_and_replaces_astral_characters() {
+        // Fitted again before it is sent, a text must not change.
+        let once = one_line("a\\b\n\u{1b}😀");
+        assert_eq!(one_line(&once), once);
         assert_eq!(
             one_line("web\n\x1b[31mred\t\u{7f}\u{9b}"),
             "web\\x0a\\x1b[31mred\\x09\\x7f\\x9b"
