@@ -12,12 +12,6 @@ use cks_drift_sim::{NodeRole, Sim, SimAlert, SimTime};
 
 use crate::support::cloud::{Run, TestCloud, mismatches, one_cluster, s, world_now};
 
-fn active_alerts(cloud: &TestCloud) -> Vec<SimAlert> {
-    cloud
-        .sim()
-        .with_world(|w| w.active_alerts().into_iter().cloned().collect())
-}
-
 fn annotations(cloud: &TestCloud) -> Vec<String> {
     cloud.sim().with_world(|w| {
         w.annotations
@@ -66,20 +60,11 @@ fn state(cloud: &TestCloud) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(cloud.state_path()).unwrap()).unwrap()
 }
 
-/// Deletes the map row of the cluster's last worker: an unmapped VM. Returns its id.
-fn unmap_last_worker(cloud: &TestCloud, id: &str) -> String {
-    let worker = cloud.map(id).last().unwrap().clone();
-    cloud
-        .sim()
-        .with_world(|w| assert!(w.remove_map_row(id, &worker)));
-    worker
-}
-
 #[tokio::test]
 async fn reported_once_then_resolved_with_info_and_clean_up() {
     // Upstream scenario 2 over several cycles, each a new process.
     let (cloud, id) = one_cluster().await;
-    let worker = unmap_last_worker(&cloud, &id);
+    let worker = cloud.unmap_last_worker(&id);
     let key = format!("unmapped_vm:{worker}");
 
     let (run, report) = cloud.check_json(&[]).await;
@@ -88,7 +73,7 @@ async fn reported_once_then_resolved_with_info_and_clean_up() {
         mismatches(&report),
         vec![(s("unmapped_vm"), key.clone(), Some(true))]
     );
-    let alerts = active_alerts(&cloud);
+    let alerts = cloud.active_alerts();
     assert_eq!(alerts.len(), 1);
     assert_eq!(alerts[0].alert_type, 3000);
     assert_eq!(alerts[0].name, "KUBERNETES.CLUSTER.VM.MAP.CHECK");
@@ -156,12 +141,12 @@ async fn reported_once_then_resolved_with_info_and_clean_up() {
             )
         )
     );
-    assert_eq!(active_alerts(&cloud), vec![]);
+    assert_eq!(cloud.active_alerts(), vec![]);
     assert_eq!(annotations(&cloud), Vec::<String>::new());
     assert_eq!(state(&cloud)["clusters"][&id]["vms"], serde_json::json!({}));
 
     // Back again: reported again.
-    unmap_last_worker(&cloud, &id);
+    cloud.unmap_last_worker(&id);
     let (_, report) = cloud.check_json(&[]).await;
     assert_eq!(
         mismatches(&report),
@@ -244,7 +229,7 @@ async fn a_mapped_vm_keeps_one_key_from_destroyed_to_gone() {
     });
     let (run, _) = cloud.check_json(&[]).await;
     assert_eq!(run.code, 0, "{run:?}");
-    assert_eq!(active_alerts(&cloud), vec![]);
+    assert_eq!(cloud.active_alerts(), vec![]);
 }
 
 #[tokio::test]
@@ -300,7 +285,7 @@ async fn ssh_broken_keeps_node_findings() {
         .node(&id)
         .kube
         .set_nodes(&[&names[0], &names[1], &names[2]]);
-    let worker = unmap_last_worker(&cloud, &id);
+    let worker = cloud.unmap_last_worker(&id);
     let (run, report) = cloud.check_json(&[]).await;
     assert_eq!(run.code, 1, "{run:?}");
     assert_eq!(
@@ -344,13 +329,13 @@ async fn ssh_broken_keeps_node_findings() {
             ),
         ]
     );
-    assert_eq!(active_alerts(&cloud), vec![]);
+    assert_eq!(cloud.active_alerts(), vec![]);
 }
 
 #[tokio::test]
 async fn cluster_mid_operation_keeps_its_findings() {
     let (cloud, id) = one_cluster().await;
-    let worker = unmap_last_worker(&cloud, &id);
+    let worker = cloud.unmap_last_worker(&id);
     cloud.check_json(&[]).await;
     // A scale starts: the cluster is skipped, its finding kept (not resolved, not re-sent).
     cloud.sim().with_world(|w| {
@@ -383,7 +368,7 @@ async fn two_mismatches_in_one_zone_both_land_despite_suppression() {
     let (run, report) = cloud.check_json(&[]).await;
     assert_eq!(run.code, 1, "{run:?}");
     assert_eq!(mismatches(&report).len(), 2);
-    let mut types: Vec<i16> = active_alerts(&cloud).iter().map(|a| a.alert_type).collect();
+    let mut types: Vec<i16> = cloud.active_alerts().iter().map(|a| a.alert_type).collect();
     types.sort();
     assert_eq!(types, vec![3000, 3001]);
     // One resolves: only its alert is archived.
@@ -391,7 +376,7 @@ async fn two_mismatches_in_one_zone_both_land_despite_suppression() {
         .sim()
         .with_world(|w| w.set_vm_state(&ids[1], "Running"));
     cloud.check_json(&[]).await;
-    let left = active_alerts(&cloud);
+    let left = cloud.active_alerts();
     assert_eq!(left.len(), 1);
     assert!(
         left[0]
@@ -418,9 +403,10 @@ async fn an_alert_the_daemon_did_not_raise_is_left_alone() {
             archived: false,
         });
     });
-    let worker = unmap_last_worker(&cloud, &id);
+    let worker = cloud.unmap_last_worker(&id);
     cloud.check_json(&[]).await;
-    let ours: Vec<i16> = active_alerts(&cloud)
+    let ours: Vec<i16> = cloud
+        .active_alerts()
         .iter()
         .filter(|a| a.id != "foreign-alert")
         .map(|a| a.alert_type)
@@ -428,7 +414,7 @@ async fn an_alert_the_daemon_did_not_raise_is_left_alone() {
     assert_eq!(ours, vec![3001]);
     cloud.sim().with_world(|w| w.add_map_row(&id, &worker));
     cloud.check_json(&[]).await;
-    let left: Vec<String> = active_alerts(&cloud).iter().map(|a| a.id.clone()).collect();
+    let left: Vec<String> = cloud.active_alerts().iter().map(|a| a.id.clone()).collect();
     assert_eq!(left, vec![s("foreign-alert")]);
     for call in cloud
         .sim()
@@ -461,7 +447,7 @@ async fn alert_cap_sums_up_the_rest() {
     let (run, report) = cloud.check_json(&[]).await;
     assert_eq!(run.code, 1, "{run:?}");
     assert_eq!(mismatches(&report).len(), 7);
-    let alerts = active_alerts(&cloud);
+    let alerts = cloud.active_alerts();
     assert_eq!(alerts.len(), 6, "{alerts:#?}");
     let summaries: Vec<&SimAlert> = alerts
         .iter()
@@ -479,7 +465,7 @@ async fn alert_cap_sums_up_the_rest() {
 #[tokio::test]
 async fn api_outage_resolves_nothing_and_invents_nothing() {
     let (cloud, id) = one_cluster().await;
-    let worker = unmap_last_worker(&cloud, &id);
+    let worker = cloud.unmap_last_worker(&id);
     cloud.check_json(&[]).await;
     let before = std::fs::read(cloud.state_path()).unwrap();
     // The drift is undone, but the API fails: nothing may be resolved.
@@ -498,7 +484,7 @@ async fn api_outage_resolves_nothing_and_invents_nothing() {
         run.stderr
     );
     assert_eq!(std::fs::read(cloud.state_path()).unwrap(), before);
-    assert_eq!(active_alerts(&cloud).len(), 1);
+    assert_eq!(cloud.active_alerts().len(), 1);
     assert_eq!(events(&cloud).len(), 1);
 }
 
@@ -612,7 +598,7 @@ async fn a_failed_probe_skips_the_cluster_and_keeps_its_state() {
 #[tokio::test]
 async fn a_failed_alert_is_delivered_exactly_once_later() {
     let (cloud, id) = one_cluster().await;
-    unmap_last_worker(&cloud, &id);
+    cloud.unmap_last_worker(&id);
     cloud
         .sim()
         .fail_next_with_error("generateAlert", 1, 530, "Failed to generate an alert");
@@ -623,14 +609,14 @@ async fn a_failed_alert_is_delivered_exactly_once_later() {
         "{}",
         run.stderr
     );
-    assert_eq!(active_alerts(&cloud), vec![]);
+    assert_eq!(cloud.active_alerts(), vec![]);
     assert_eq!(annotations(&cloud).len(), 1);
     assert_eq!(state(&cloud)["outbox"].as_array().unwrap().len(), 1);
     cloud.check_json(&[]).await;
-    assert_eq!(active_alerts(&cloud).len(), 1);
+    assert_eq!(cloud.active_alerts().len(), 1);
     assert_eq!(state(&cloud)["outbox"], serde_json::json!([]));
     cloud.check_json(&[]).await;
-    assert_eq!(active_alerts(&cloud).len(), 1);
+    assert_eq!(cloud.active_alerts().len(), 1);
     assert_eq!(cloud.sim().call_count("generateAlert"), 2); // the failed one and the good one
     assert_eq!(annotations(&cloud).len(), 1);
     assert_eq!(events(&cloud).len(), 1);
@@ -641,7 +627,7 @@ async fn a_crash_between_state_write_and_send_delivers_once() {
     let (cloud, id) = one_cluster().await;
     // A first run with nothing to report: the state exists (nothing to read back later).
     cloud.check_json(&[]).await;
-    let worker = unmap_last_worker(&cloud, &id);
+    let worker = cloud.unmap_last_worker(&id);
     // The first run decides and records everything, but CloudStack refuses the writes: the
     // outbox holds the alert and the annotation, as if the process died right after the
     // state was written.
@@ -678,7 +664,7 @@ async fn a_crash_between_state_write_and_send_delivers_once() {
     });
     cloud.check_json(&[]).await;
     cloud.check_json(&[]).await;
-    let alerts = active_alerts(&cloud);
+    let alerts = cloud.active_alerts();
     assert_eq!(alerts.len(), 1, "{alerts:#?}");
     assert_eq!(alerts[0].id, "stored-before-crash");
     // Never generated again after the first run's failed attempt: the marker found the
@@ -689,13 +675,13 @@ async fn a_crash_between_state_write_and_send_delivers_once() {
     // And the recorded alert is the one archived on resolution.
     cloud.sim().with_world(|w| w.add_map_row(&id, &worker));
     cloud.check_json(&[]).await;
-    assert_eq!(active_alerts(&cloud), vec![]);
+    assert_eq!(cloud.active_alerts(), vec![]);
 }
 
 #[tokio::test]
 async fn a_corrupt_state_file_is_moved_aside() {
     let (cloud, id) = one_cluster().await;
-    unmap_last_worker(&cloud, &id);
+    cloud.unmap_last_worker(&id);
     std::fs::create_dir_all(cloud.state_path().parent().unwrap()).unwrap();
     std::fs::write(cloud.state_path(), b"{\"version\":1,\"clusters\":{").unwrap();
     let (run, _) = cloud.check_json(&[]).await;
@@ -730,7 +716,7 @@ async fn a_second_instance_is_refused() {
 #[tokio::test]
 async fn no_notify_sends_nothing_and_changes_no_state() {
     let (cloud, id) = one_cluster().await;
-    unmap_last_worker(&cloud, &id);
+    cloud.unmap_last_worker(&id);
     cloud.check_json(&[]).await;
     let before = std::fs::read(cloud.state_path()).unwrap();
     cloud.sim().clear_calls();

@@ -121,10 +121,7 @@ async fn files_swapped_for_symlinks_are_not_written_through() {
     std::fs::remove_file(&lock).unwrap();
 
     // The event log, with a finding to write.
-    let worker = cloud.map(&id).last().unwrap().clone();
-    cloud
-        .sim()
-        .with_world(|w| assert!(w.remove_map_row(&id, &worker)));
+    cloud.unmap_last_worker(&id);
     std::os::unix::fs::symlink(&bait, cloud.event_log()).unwrap();
     let run = cloud.check(&[]).await;
     assert!(
@@ -187,10 +184,7 @@ async fn risky_settings_are_warned_at_start() {
 async fn the_event_log_is_created_0640_whatever_the_umask() {
     use std::os::unix::fs::PermissionsExt;
     let (cloud, id) = one_cluster().await;
-    let worker = cloud.map(&id).last().unwrap().clone();
-    cloud
-        .sim()
-        .with_world(|w| assert!(w.remove_map_row(&id, &worker)));
+    cloud.unmap_last_worker(&id);
     let config = cloud.write_config();
     // umask 0 would leave a plain create at 0666.
     let output = tokio::process::Command::new("sh")

@@ -7,15 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use cks_drift::wording::{alert_marker, annotation_marker};
-use cks_drift_sim::SimAlert;
 
 use crate::support::cloud::{Run, TestCloud, mismatches, one_cluster, world_now};
-
-fn active_alerts(cloud: &TestCloud) -> Vec<SimAlert> {
-    cloud
-        .sim()
-        .with_world(|w| w.active_alerts().into_iter().cloned().collect())
-}
 
 /// `(entity id, text)` of every annotation not removed.
 fn annotations(cloud: &TestCloud) -> Vec<(String, String)> {
@@ -32,14 +25,6 @@ fn outbox(cloud: &TestCloud) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(cloud.state_path()).unwrap();
     let state: serde_json::Value = serde_json::from_str(&text).unwrap();
     state["outbox"].as_array().unwrap().clone()
-}
-
-fn unmap_last_worker(cloud: &TestCloud, id: &str) -> String {
-    let worker = cloud.map(id).last().unwrap().clone();
-    cloud
-        .sim()
-        .with_world(|w| assert!(w.remove_map_row(id, &worker)));
-    worker
 }
 
 /// The lines of a run's log at a level.
@@ -96,7 +81,7 @@ async fn every_upstream_finding_gets_its_alert_and_annotation_with_the_default_c
         cloud.control_node(id).await;
     }
     // Scenario 2: a worker's map row deleted.
-    unmap_last_worker(&cloud, &unmapped);
+    cloud.unmap_last_worker(&unmapped);
     // Scenario 3 as the API shows it: mapped VMs Destroyed and Expunging.
     let map = cloud.map(&destroyed);
     cloud.sim().with_world(|w| {
@@ -114,15 +99,7 @@ async fn every_upstream_finding_gets_its_alert_and_annotation_with_the_default_c
         .kube
         .set_nodes(&[&names[0], &names[1]]);
     // A node with the longest name a node can have, in the cluster with the longest name.
-    let mut nodes: Vec<String> = cloud
-        .map(&long)
-        .iter()
-        .map(|v| {
-            cloud
-                .sim()
-                .with_world(|w| w.vm(v).unwrap().name.to_lowercase())
-        })
-        .collect();
+    let mut nodes: Vec<String> = cloud.node_names(&long);
     nodes.push(long_node_name());
     let refs: Vec<&str> = nodes.iter().map(String::as_str).collect();
     cloud.node(&long).kube.set_nodes(&refs);
@@ -132,7 +109,7 @@ async fn every_upstream_finding_gets_its_alert_and_annotation_with_the_default_c
     let found = mismatches(&report);
     assert_eq!(found.len(), 5, "{found:?}");
     assert_delivered_cleanly(&cloud, &run);
-    assert_eq!(active_alerts(&cloud).len(), 5);
+    assert_eq!(cloud.active_alerts().len(), 5);
     assert_eq!(annotations(&cloud).len(), 5);
 
     // Scenario 3's gone VM, seen mapped in the cycle before: expunged now.
@@ -152,7 +129,7 @@ async fn every_upstream_finding_gets_its_alert_and_annotation_with_the_default_c
         })
         .collect();
     assert!(found.contains(&(not_a_node.clone(), format!("mapped_vm:{gone}"))));
-    let alerts = active_alerts(&cloud);
+    let alerts = cloud.active_alerts();
     let notes = annotations(&cloud);
     assert_eq!(alerts.len(), found.len(), "{alerts:#?}");
     assert_eq!(notes.len(), found.len(), "{notes:#?}");
@@ -178,9 +155,9 @@ async fn every_upstream_finding_gets_its_alert_and_annotation_with_the_default_c
 #[tokio::test]
 async fn an_alert_archived_by_hand_is_done_and_a_finding_that_comes_back_is_alerted_again() {
     let (cloud, id) = one_cluster().await;
-    let worker = unmap_last_worker(&cloud, &id);
+    let worker = cloud.unmap_last_worker(&id);
     cloud.check_json(&[]).await;
-    assert_eq!(active_alerts(&cloud).len(), 1);
+    assert_eq!(cloud.active_alerts().len(), 1);
     // An operator archives it in the UI.
     cloud
         .sim()
@@ -192,10 +169,10 @@ async fn an_alert_archived_by_hand_is_done_and_a_finding_that_comes_back_is_aler
     assert_delivered_cleanly(&cloud, &run);
     assert_eq!(cloud.sim().call_count("archiveAlerts"), 1);
     // Back again: one new alert.
-    unmap_last_worker(&cloud, &id);
+    cloud.unmap_last_worker(&id);
     let (run, _) = cloud.check_json(&[]).await;
     assert_delivered_cleanly(&cloud, &run);
-    assert_eq!(active_alerts(&cloud).len(), 1);
+    assert_eq!(cloud.active_alerts().len(), 1);
     assert_eq!(cloud.sim().call_count("generateAlert"), 2);
 }
 
@@ -208,16 +185,8 @@ async fn a_cluster_deleted_with_open_findings_ends_its_items() {
     let mut cloud = TestCloud::start(world).await;
     cloud.control_node(&web).await;
     cloud.control_node(&db).await;
-    unmap_last_worker(&cloud, &web);
-    let names: Vec<String> = cloud
-        .map(&web)
-        .iter()
-        .map(|v| {
-            cloud
-                .sim()
-                .with_world(|w| w.vm(v).unwrap().name.to_lowercase())
-        })
-        .collect();
+    cloud.unmap_last_worker(&web);
+    let names: Vec<String> = cloud.node_names(&web);
     cloud
         .node(&web)
         .kube
@@ -236,7 +205,7 @@ async fn a_cluster_deleted_with_open_findings_ends_its_items() {
     let (run, _) = cloud.check_json(&[]).await;
     assert_eq!(run.code, 0, "{run:?}");
     assert_delivered_cleanly(&cloud, &run);
-    assert_eq!(active_alerts(&cloud), vec![]);
+    assert_eq!(cloud.active_alerts(), vec![]);
     let text = std::fs::read_to_string(cloud.state_path()).unwrap();
     let state: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(state["alerts"], serde_json::json!({}));
@@ -251,7 +220,7 @@ async fn a_cluster_deleted_with_open_findings_ends_its_items() {
 #[tokio::test]
 async fn a_refused_annotation_ends_with_one_error_and_the_alert_still_goes_out() {
     let (cloud, id) = one_cluster().await;
-    let worker = unmap_last_worker(&cloud, &id);
+    let worker = cloud.unmap_last_worker(&id);
     let key = format!("unmapped_vm:{worker}");
     let text = "Unable to execute API command addannotation due to invalid value. Value greater than max allowed length 255 for param: annotation";
     cloud
@@ -271,7 +240,7 @@ async fn a_refused_annotation_ends_with_one_error_and_the_alert_still_goes_out()
         errors[0]
     );
     assert_eq!(outbox(&cloud), Vec::<serde_json::Value>::new());
-    assert_eq!(active_alerts(&cloud).len(), 1);
+    assert_eq!(cloud.active_alerts().len(), 1);
     assert_eq!(annotations(&cloud), vec![]);
     // Ended for good: not tried again, and the finding resolves cleanly.
     cloud.sim().with_world(|w| w.add_map_row(&id, &worker));
@@ -279,19 +248,19 @@ async fn a_refused_annotation_ends_with_one_error_and_the_alert_still_goes_out()
     assert_delivered_cleanly(&cloud, &run);
     assert_eq!(cloud.sim().call_count("addAnnotation"), 1);
     assert_eq!(cloud.sim().call_count("removeAnnotation"), 0);
-    assert_eq!(active_alerts(&cloud), vec![]);
+    assert_eq!(cloud.active_alerts(), vec![]);
 }
 
 #[tokio::test]
 async fn a_failing_annotation_does_not_hold_back_the_alert_of_its_finding() {
     let (cloud, id) = one_cluster().await;
-    unmap_last_worker(&cloud, &id);
+    cloud.unmap_last_worker(&id);
     cloud
         .sim()
         .fail_next_with_error("addAnnotation", 1, 530, "database is busy");
     let (run, _) = cloud.check_json(&[]).await;
     assert!(run.stderr.contains("not delivered"), "{}", run.stderr);
-    assert_eq!(active_alerts(&cloud).len(), 1);
+    assert_eq!(cloud.active_alerts().len(), 1);
     let left = outbox(&cloud);
     assert_eq!(left.len(), 1, "{left:#?}");
     assert_eq!(left[0]["action"], "add_annotation");
@@ -348,7 +317,7 @@ async fn a_full_disk_and_an_api_failure_send_nothing() {
     cloud.extra = format!("[notify]\nevent_log = \"{}\"\n", events.display());
     // A first run with nothing to report: the state exists (nothing to read back later).
     cloud.check_json(&[]).await;
-    unmap_last_worker(&cloud, &id);
+    cloud.unmap_last_worker(&id);
     // The first run decides and records the finding, but CloudStack is unwell: the alert
     // and the annotation stay queued.
     cloud
@@ -383,7 +352,7 @@ async fn a_full_disk_and_an_api_failure_send_nothing() {
     disk.free();
     let (run, _) = cloud.check_json(&[]).await;
     assert_delivered_cleanly(&cloud, &run);
-    assert_eq!(active_alerts(&cloud).len(), 1);
+    assert_eq!(cloud.active_alerts().len(), 1);
     assert_eq!(annotations(&cloud).len(), 1);
     assert_eq!(cloud.sim().call_count("generateAlert"), 2);
 }
@@ -391,16 +360,8 @@ async fn a_full_disk_and_an_api_failure_send_nothing() {
 #[tokio::test]
 async fn a_lost_state_file_is_read_back_from_cloudstack_and_nothing_is_alerted_again() {
     let (cloud, id) = one_cluster().await;
-    let worker = unmap_last_worker(&cloud, &id);
-    let names: Vec<String> = cloud
-        .map(&id)
-        .iter()
-        .map(|v| {
-            cloud
-                .sim()
-                .with_world(|w| w.vm(v).unwrap().name.to_lowercase())
-        })
-        .collect();
+    let worker = cloud.unmap_last_worker(&id);
+    let names: Vec<String> = cloud.node_names(&id);
     let worker_name = cloud
         .sim()
         .with_world(|w| w.vm(&worker).unwrap().name.to_lowercase());
@@ -409,7 +370,7 @@ async fn a_lost_state_file_is_read_back_from_cloudstack_and_nothing_is_alerted_a
     cloud.node(&id).kube.set_nodes(&nodes);
     let (_, report) = cloud.check_json(&[]).await;
     assert_eq!(mismatches(&report).len(), 2, "{report}");
-    assert_eq!(active_alerts(&cloud).len(), 2);
+    assert_eq!(cloud.active_alerts().len(), 2);
     assert_eq!(annotations(&cloud).len(), 2);
 
     // The state volume is lost; the instance starts again, first with CloudStack failing the
@@ -450,6 +411,6 @@ async fn a_lost_state_file_is_read_back_from_cloudstack_and_nothing_is_alerted_a
     let (run, report) = cloud.check_json(&[]).await;
     assert_eq!(mismatches(&report), vec![]);
     assert_delivered_cleanly(&cloud, &run);
-    assert_eq!(active_alerts(&cloud), vec![]);
+    assert_eq!(cloud.active_alerts(), vec![]);
     assert_eq!(annotations(&cloud), vec![]);
 }

@@ -108,6 +108,31 @@ impl TestCloud {
         ));
     }
 
+    /// The un-archived alerts, as `listAlerts` shows them.
+    pub fn active_alerts(&self) -> Vec<cks_drift_sim::SimAlert> {
+        self.sim()
+            .with_world(|w| w.active_alerts().into_iter().cloned().collect())
+    }
+
+    /// Deletes the map row of the cluster's last worker: an unmapped VM. Returns its id.
+    pub fn unmap_last_worker(&self, cluster_id: &str) -> String {
+        let worker = self.map(cluster_id).last().unwrap().clone();
+        self.sim()
+            .with_world(|w| assert!(w.remove_map_row(cluster_id, &worker)));
+        worker
+    }
+
+    /// The Kubernetes node names of the cluster's mapped VMs (their names, lowercased).
+    pub fn node_names(&self, cluster_id: &str) -> Vec<String> {
+        self.map(cluster_id)
+            .iter()
+            .map(|v| {
+                self.sim()
+                    .with_world(|w| w.vm(v).unwrap().name.to_lowercase())
+            })
+            .collect()
+    }
+
     /// The VM ids of the cluster's map rows, in map order (the database's view, not the API's).
     pub fn map(&self, cluster_id: &str) -> Vec<String> {
         self.sim()
