@@ -587,7 +587,8 @@ fn list_annotations(w: &World, s: &Settings, p: &Params) -> Result<String, ApiEr
     let not_blank = |v: Option<&str>| v.is_some_and(|v| !v.trim().is_empty());
     if not_blank(id) && not_blank(entity_type) {
         return Err(ApiError::param(
-            "I can search for an annotation on an entity or for a specific annotation, not both",
+            // Spelled as in `ListAnnotationsCmd.execute`.
+            "I can search for an anotation on an entity or for a specific annotation, not both",
         ));
     }
     if not_blank(id) && (entity_type.is_some() || entity_id.is_some()) {
