@@ -360,6 +360,7 @@ async fn measure(mode: &str, concurrency: usize, url: &str, nodes: &str) -> Valu
                 concurrency,
                 default_user: "cloud".to_string(),
                 node_deadline: std::time::Duration::from_secs(600),
+                database: None,
             };
             let report = run_cycle(
                 &api,

@@ -80,6 +80,7 @@ fn main() {
         concurrency: 8,
         default_user: "cloud".into(),
         node_deadline: Duration::from_secs(150),
+        database: None,
     };
     let started = Instant::now();
     let report = runtime

@@ -77,6 +77,7 @@ pub fn assemble(inventory: Inventory) -> Vec<Assembled> {
         mut nodes,
         again,
         mut vanished,
+        map_source: _,
     } = inventory;
     let checkable: Vec<usize> = (0..clusters.len())
         .filter(|&i| skip_reason(&clusters[i]).is_none())

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::config::Config;
+use crate::database::Database;
+use crate::database::lock::Lock;
 use crate::engine::{Engine, Store};
 use crate::error_chain::error_chain;
 use crate::report::{self, exit};
@@ -128,7 +130,29 @@ async fn check(path: &std::path::Path, format: Format, no_notify: bool) -> i32 {
         Ok(e) => e,
         Err(e) => return fail(e),
     };
+    // With a database, a check that notifies must be the one active instance: it takes the
+    // lock for its one cycle, or stops if a running instance holds it.
+    if let (Some(settings), false) = (&config.database, no_notify) {
+        let lock = Lock::new(Database::new(settings), settings.lock_interval);
+        match lock.try_acquire().await {
+            Ok(true) => engine.lock = Some(lock),
+            Ok(false) => {
+                return fail(
+                    "another cks-drift instance holds the lock in the CloudStack database and notifies; \
+                     use --no-notify to check without notifying",
+                );
+            }
+            Err(e) => {
+                return fail(format!(
+                    "{e}; the lock that keeps several instances from notifying twice needs the database (use --no-notify to check without notifying)"
+                ));
+            }
+        }
+    }
     let tick = engine.tick(Timestamp::now()).await;
+    if let Some(lock) = &engine.lock {
+        lock.release().await;
+    }
     let report = match &tick.report {
         Ok(r) => r,
         Err(e) => return fail(crate::diagnose::cycle(e, &config.cloudstack.url)),

@@ -12,7 +12,7 @@ pub struct Secret(String);
 
 /// The problem of a table no release knows.
 const UNKNOWN_TABLE: &str = "is not a known table; the tables are [cloudstack], [ssh], [check], \
-     [state], [notify], [http] and [log]";
+     [state], [notify], [http], [log] and [database]";
 
 /// The problem of a config without `ssh.private_key`.
 const PRIVATE_KEY_MISSING: &str = "is missing; point it at the management server's key \
@@ -140,6 +140,30 @@ pub struct LogSettings {
     pub format: LogFormat,
 }
 
+/// `[database]`: the CloudStack database, read for the exact VM map and for the lock that lets
+/// one of several instances check at a time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DatabaseSettings {
+    /// `mysql://user@host:port/name` as configured (it holds no password).
+    pub url: String,
+    pub host: String,
+    pub port: u16,
+    pub user: String,
+    /// The database name, `cloud` in CloudStack's packages.
+    pub name: String,
+    pub password: Secret,
+    /// Encrypt the connection and verify the server's certificate.
+    pub tls: bool,
+    /// PEM bundle of the CA that signs the database server's certificate (implies `tls`).
+    pub ca_file: Option<PathBuf>,
+    /// TCP connect and login.
+    pub connect_timeout: Duration,
+    /// One query, from sending it to its last row.
+    pub query_timeout: Duration,
+    /// How often a standby instance asks for the lock, and the active one confirms it holds it.
+    pub lock_interval: Duration,
+}
+
 /// The whole validated configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -150,6 +174,8 @@ pub struct Config {
     pub notify: NotifySettings,
     pub http: HttpSettings,
     pub log: LogSettings,
+    /// `None` without a `[database]` table: everything is read through the API.
+    pub database: Option<DatabaseSettings>,
 }
 
 /// One problem with the configuration, named by its full key.
@@ -212,6 +238,8 @@ fn one_line(e: &toml::de::Error) -> String {
 /// credentials).
 pub const ENV_API_KEY: &str = "CKS_DRIFT_API_KEY";
 pub const ENV_SECRET_KEY: &str = "CKS_DRIFT_SECRET_KEY";
+/// The environment variable that gives the database password (it wins over `password_file`).
+pub const ENV_DB_PASSWORD: &str = "CKS_DRIFT_DB_PASSWORD";
 
 pub const DEFAULT_STATE_PATH: &str = "/var/lib/cks-drift/state.json";
 pub const DEFAULT_KNOWN_HOSTS: &str = "/var/lib/cks-drift/known_hosts";
@@ -269,6 +297,18 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
     ),
     ("http", &["listen"]),
     ("log", &["level", "format"]),
+    (
+        "database",
+        &[
+            "url",
+            "password_file",
+            "tls",
+            "ca_file",
+            "connect_timeout",
+            "query_timeout",
+            "lock_interval",
+        ],
+    ),
 ];
 
 /// The warning of a plain `http://` API endpoint, at start and in `validate-config`.
@@ -458,17 +498,7 @@ impl<'a> Reader<'a> {
                 Secret::new("")
             }
             (Some(v), None) if !v.trim().is_empty() => Secret::new(v.trim()),
-            (None, Some(path)) => match std::fs::read_to_string(&path) {
-                Ok(v) if !v.trim().is_empty() => Secret::new(v.trim()),
-                Ok(_) => {
-                    self.problem(&file_key, format!("file {} is empty", path.display()));
-                    Secret::new("")
-                }
-                Err(e) => {
-                    self.problem(&file_key, format!("cannot read {}: {e}", path.display()));
-                    Secret::new("")
-                }
-            },
+            (None, Some(path)) => self.secret_file(&file_key, &path),
             _ => {
                 self.problem(
                     key,
@@ -480,6 +510,145 @@ impl<'a> Reader<'a> {
             }
         }
     }
+}
+
+impl Reader<'_> {
+    /// A secret read from the file at `path`, named by `key` when it cannot be read.
+    fn secret_file(&mut self, key: &str, path: &std::path::Path) -> Secret {
+        match std::fs::read_to_string(path) {
+            Ok(v) if !v.trim().is_empty() => Secret::new(v.trim()),
+            Ok(_) => {
+                self.problem(key, format!("file {} is empty", path.display()));
+                Secret::new("")
+            }
+            Err(e) => {
+                self.problem(key, format!("cannot read {}: {e}", path.display()));
+                Secret::new("")
+            }
+        }
+    }
+
+    /// `[database]`, when the file has one.
+    fn database(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Option<DatabaseSettings> {
+        self.root.get("database")?.as_table()?;
+        const EXAMPLE: &str = "e.g. \"mysql://cksdrift@db.example.com:3306/cloud\"";
+        let url = match self.string("database.url") {
+            Some(u) => u.trim().to_string(),
+            None => {
+                self.problem(
+                    "database.url",
+                    format!("is missing; set it to the CloudStack database, {EXAMPLE}, or remove [database] to read everything through the API"),
+                );
+                String::new()
+            }
+        };
+        let (host, port, user, name) = match parse_database_url(&url) {
+            Ok(parts) => parts,
+            Err(e) if url.is_empty() => {
+                let _ = e;
+                (String::new(), 3306, String::new(), String::new())
+            }
+            Err(e) => {
+                self.problem("database.url", format!("{e}; {EXAMPLE}"));
+                (String::new(), 3306, String::new(), String::new())
+            }
+        };
+        let password = match env(ENV_DB_PASSWORD).filter(|v| !v.trim().is_empty()) {
+            Some(v) => Secret::new(v.trim()),
+            None => match self.path("database.password_file") {
+                Some(path) => self.secret_file("database.password_file", &path),
+                None => {
+                    if self.value("database.password_file").is_none() {
+                        let whose = if user.is_empty() {
+                            "the database user".to_string()
+                        } else {
+                            format!("{user:?}")
+                        };
+                        self.problem(
+                            "database.password_file",
+                            format!("is missing; point it at a file holding the password of {whose}, or set {ENV_DB_PASSWORD}"),
+                        );
+                    }
+                    Secret::new("")
+                }
+            },
+        };
+        let ca_file = self.path("database.ca_file");
+        let tls = self.bool("database.tls", ca_file.is_some());
+        if !tls && ca_file.is_some() {
+            self.problem(
+                "database.tls",
+                "is false while database.ca_file is set; remove one of them",
+            );
+        }
+        Some(DatabaseSettings {
+            url,
+            host,
+            port,
+            user,
+            name,
+            password,
+            tls,
+            ca_file,
+            connect_timeout: self.duration(
+                "database.connect_timeout",
+                "10s",
+                Duration::from_millis(100),
+                10 * MINUTE,
+            ),
+            query_timeout: self.duration(
+                "database.query_timeout",
+                "30s",
+                Duration::from_secs(1),
+                HOUR,
+            ),
+            lock_interval: self.duration(
+                "database.lock_interval",
+                "5s",
+                Duration::from_millis(100),
+                10 * MINUTE,
+            ),
+        })
+    }
+}
+
+/// `mysql://user@host:port/name`: host, port (3306 when absent), user and database name. A
+/// password in the URL is refused: it would show wherever the URL is logged.
+pub fn parse_database_url(url: &str) -> Result<(String, u16, String, String), String> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("{url:?} is not a URL ({e})"))?;
+    if !matches!(parsed.scheme(), "mysql" | "mariadb") {
+        return Err(format!("{url:?} must start with mysql://"));
+    }
+    if parsed.password().is_some() {
+        return Err(
+            "holds a password; keep it out of the URL (it would show in logs) and put it in database.password_file"
+                .into(),
+        );
+    }
+    let user = percent_encoding::percent_decode_str(parsed.username())
+        .decode_utf8_lossy()
+        .into_owned();
+    if user.is_empty() {
+        return Err(format!(
+            "{url:?} names no user; write mysql://<user>@<host>/<database>"
+        ));
+    }
+    let host = match parsed.host_str() {
+        Some(h) if !h.is_empty() => h.trim_start_matches('[').trim_end_matches(']').to_string(),
+        _ => return Err(format!("{url:?} names no host")),
+    };
+    let name = parsed.path().trim_start_matches('/').to_string();
+    if name.is_empty() || name.contains('/') {
+        return Err(format!(
+            "{url:?} must name one database after the host, e.g. /cloud"
+        ));
+    }
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(format!(
+            "{url:?} has options after the database name; use the [database] keys instead"
+        ));
+    }
+    Ok((host, parsed.port().unwrap_or(3306), user, name))
 }
 
 impl Config {
@@ -702,6 +871,8 @@ impl Config {
             );
         }
 
+        let database = r.database(env);
+
         if r.problems.is_empty() {
             Ok(Config {
                 cloudstack,
@@ -711,6 +882,7 @@ impl Config {
                 notify,
                 http: HttpSettings { listen },
                 log,
+                database,
             })
         } else {
             Err(ConfigError::Invalid {

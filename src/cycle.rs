@@ -19,7 +19,7 @@ use crate::snapshot::PreviousMap;
 use crate::time::Timestamp;
 
 pub use crate::assemble::SkipKind;
-pub use crate::inventory::CycleError;
+pub use crate::inventory::{CycleError, MapSource};
 
 /// What a cycle needs besides its sources.
 #[derive(Debug, Clone)]
@@ -32,6 +32,9 @@ pub struct CycleSettings {
     /// The node listings of one cycle end by then, finished or not: slow control nodes
     /// cannot stretch every cycle. Listings that failed last cycle go last.
     pub node_deadline: Duration,
+    /// The CloudStack database, for the map rows the API hides; `None` probes them through
+    /// the API.
+    pub database: Option<crate::database::Database>,
 }
 
 /// How far a cluster was checked.
@@ -81,6 +84,8 @@ pub struct CycleReport {
     pub started: Timestamp,
     pub duration: Duration,
     pub clusters: Vec<ClusterOutcome>,
+    /// Where the map rows the API hides came from.
+    pub map_source: MapSource,
 }
 
 /// Runs one cycle. `previous` is what earlier cycles saw of each cluster's map (empty on the
@@ -100,7 +105,10 @@ pub async fn run_cycle(
             default_user: &settings.default_user,
             deadline: settings.node_deadline,
         };
-        let inventory = crate::inventory::fetch(api, lister, listing, previous).await?;
+        let inventory =
+            crate::inventory::fetch(api, lister, listing, previous, settings.database.as_ref())
+                .await?;
+        let map_source = inventory.map_source.clone();
         let clusters = assemble(inventory)
             .into_iter()
             .map(|a| outcome(a, &settings.policy, now))
@@ -109,6 +117,7 @@ pub async fn run_cycle(
             started: now,
             duration: started_at.elapsed(),
             clusters,
+            map_source,
         };
         info!(
             clusters = report.clusters.len(),
@@ -199,6 +208,7 @@ mod tests {
             concurrency: 2,
             default_user: "cloud".into(),
             node_deadline: std::time::Duration::from_secs(600),
+            database: None,
         }
     }
 

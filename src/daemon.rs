@@ -19,6 +19,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::config::{Config, ConfigError};
+use crate::database::Database;
+use crate::database::lock::Lock;
 use crate::engine::{Engine, Store, Tick};
 use crate::error_chain::error_chain;
 use crate::state::file::StateError;
@@ -61,7 +63,20 @@ pub async fn run(config_path: &Path, shutdown: CancellationToken) -> Result<(), 
     // The state is locked before anything else: a second instance stops here, before it
     // could take the port or talk to CloudStack.
     let store = Store::open(&config)?;
-    let engine = Engine::from_config(&config, Some(store)).map_err(DaemonError::Engine)?;
+    // With a database, one instance among several is active: the lock's keeper runs on its
+    // own task, and every engine built (at start, after a reload or a failed tick) checks it.
+    let lock = config.database.as_ref().map(|settings| {
+        let lock = Lock::new(Database::new(settings), settings.lock_interval);
+        tokio::spawn(lock.clone().keep(shutdown.clone()));
+        lock
+    });
+    let roles = lock.as_ref().map(|l| l.watch());
+    let build = move |config: &Config, store: Option<Store>| {
+        let mut engine = Engine::from_config(config, store)?;
+        engine.lock = lock.clone();
+        Ok(engine)
+    };
+    let engine = build(&config, Some(store)).map_err(DaemonError::Engine)?;
     let listener = match config.http.listen {
         None => None,
         Some(addr) => Some(
@@ -73,11 +88,12 @@ pub async fn run(config_path: &Path, shutdown: CancellationToken) -> Result<(), 
     let parts = Parts {
         config,
         engine,
-        build: Engine::from_config,
+        build,
         listener,
         reloads,
         notifier: Arc::new(Systemd),
         watchdog: sd_notify::watchdog_enabled(),
+        roles,
     };
     service::serve(parts, shutdown).await
 }
@@ -233,6 +249,7 @@ mod tests {
                 started: Timestamp::parse("2026-11-30T10:05:00Z").unwrap(),
                 duration: Duration::from_secs(1),
                 clusters: vec![outcome(2), outcome(0), outcome(1)],
+                map_source: Default::default(),
             }),
             new: None,
             delivered: Default::default(),

@@ -357,6 +357,7 @@ fn engine(scenario: &Scenario, dir: &Path, now: Timestamp) -> Result<Engine, Dem
             concurrency: 4,
             default_user: "cloud".into(),
             node_deadline: std::time::Duration::from_secs(600),
+            database: None,
         },
         step: StepSettings {
             alerts: true,
@@ -372,6 +373,8 @@ fn engine(scenario: &Scenario, dir: &Path, now: Timestamp) -> Result<Engine, Dem
             state,
             recover: false,
         }),
+        lock: None,
+        term_seen: 0,
     })
 }
 

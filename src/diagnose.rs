@@ -334,6 +334,7 @@ pub fn cycle(e: &CycleError, url: &str) -> String {
             let d = api(source, url);
             format!("cannot list {what}: {} ({})", d.line, d.step)
         }
+        CycleError::Standby => e.to_string(),
     }
 }
 

@@ -9,6 +9,7 @@ use tracing::error;
 use crate::cloudstack::client::Client;
 use crate::config::Config;
 use crate::cycle::{ClusterStatus, CycleError, CycleReport, CycleSettings, run_cycle};
+use crate::database::lock::{Lock, Role};
 use crate::diff::Policy;
 use crate::error_chain::error_chain;
 use crate::notify::{DeliveryCounts, DeliverySettings, deliver};
@@ -55,6 +56,12 @@ pub struct Engine {
     pub delivery: DeliverySettings,
     /// `None` for a check that sends nothing and keeps no state.
     pub store: Option<Store>,
+    /// With a database: the lock that makes this instance the active one. Ticks run and
+    /// notifications go only while it is held.
+    pub lock: Option<Arc<Lock>>,
+    /// The lock's `taken` count when the state last caught up with CloudStack: a new term
+    /// means another instance may have reported meanwhile.
+    pub term_seen: u64,
 }
 
 /// What a tick did.
@@ -103,6 +110,7 @@ impl Engine {
                 concurrency: config.check.concurrency,
                 default_user: config.ssh.user.clone(),
                 node_deadline: node_deadline(config),
+                database: config.database.as_ref().map(crate::database::Database::new),
             },
             step: StepSettings {
                 alerts: config.notify.alerts,
@@ -114,10 +122,34 @@ impl Engine {
                 alert_types: config.notify.alert_types.clone(),
             },
             store,
+            lock: None,
+            term_seen: 0,
         })
     }
 
     pub async fn tick(&mut self, now: Timestamp) -> Tick {
+        let standing_by = |pending| Tick {
+            report: Err(CycleError::Standby),
+            new: None,
+            delivered: DeliveryCounts::new(),
+            pending,
+            state_error: None,
+        };
+        if let Some(lock) = &self.lock {
+            let pending = self.store.as_ref().map_or(0, |s| s.state.outbox.len());
+            let term = lock.term();
+            if term.role != Role::Active {
+                return standing_by(pending);
+            }
+            if term.taken != self.term_seen {
+                // Another instance may have reported and resolved findings while this one
+                // stood by: what CloudStack holds is read back before anything is decided.
+                self.term_seen = term.taken;
+                if let Some(store) = self.store.as_mut() {
+                    store.recover = true;
+                }
+            }
+        }
         let previous = self
             .store
             .as_ref()
@@ -133,6 +165,13 @@ impl Engine {
                 state_error: None,
             };
         };
+        // A cycle during which the lock was lost decides nothing: the instance that holds
+        // it now does.
+        if let Some(lock) = &self.lock
+            && !lock.confirm().await
+        {
+            return standing_by(store.state.outbox.len());
+        }
         let mut tick = Tick {
             report,
             new: None,
@@ -172,8 +211,14 @@ impl Engine {
         // cycle failed: the event log does not need the API.
         let file = &store.file;
         let mut save = |s: &State| file.save(s);
-        let (delivered, save_error) =
-            deliver(&self.api, &self.delivery, &mut store.state, &mut save).await;
+        let (delivered, save_error) = deliver(
+            &self.api,
+            &self.delivery,
+            &mut store.state,
+            &mut save,
+            self.lock.as_deref(),
+        )
+        .await;
         tick.delivered = delivered;
         if let Some(e) = save_error {
             error!(error = %error_chain(&e), "cannot write the state file after a delivery; nothing more is sent this cycle");

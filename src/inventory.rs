@@ -3,6 +3,9 @@
 //! concurrency, started as soon as clusters and networks are in, while the VMs are still
 //! read), the clusters read again, and probes of map rows the API stopped showing.
 //!
+//! With a database, the map rows the API hides come from it (`database::map`), read while the
+//! VMs are listed; without one, or when it fails, they are probed through the API.
+//!
 //! I/O only: which clusters are checked and where SSH goes come from `cks`, and turning the
 //! inventory into snapshots is the pure `assemble`. Nothing here changes anything in
 //! CloudStack.
@@ -17,12 +20,18 @@ use crate::cks::{ROOT_SCOPE, cluster_info, skip_reason, ssh_target};
 use crate::cloudstack::client::Client;
 use crate::cloudstack::error::ApiError;
 use crate::cloudstack::model::{KubernetesCluster, Network, VirtualMachine};
+use crate::database::Database;
+use crate::database::map::{DbMap, hidden_rows};
 use crate::remote::NodeLister;
 use crate::snapshot::{NodeView, PreviousMap, VanishedHow, VanishedVm};
 
 /// A cycle that could not run at all: a listing every cluster needs failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CycleError {
+    /// Another instance holds the database lock (or this one lost it): nothing is checked,
+    /// decided or sent here.
+    #[error("standing by: another instance holds the lock in the CloudStack database")]
+    Standby,
     #[error("cannot list {what}")]
     List {
         what: &'static str,
@@ -53,6 +62,25 @@ pub struct Inventory {
     /// By cluster index, for each checked cluster that did not change during the check: its
     /// map rows the API stopped showing, or the API error that stopped the probe.
     pub vanished: HashMap<usize, Result<Vec<VanishedVm>, String>>,
+    /// Where the hidden map rows came from.
+    pub map_source: MapSource,
+}
+
+/// Where a cycle found the map rows the API hides.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum MapSource {
+    /// No database: probed through the API.
+    #[default]
+    Api,
+    /// From the database, for `clusters` clusters (the others changed between the reads and
+    /// were probed through the API).
+    Database {
+        rows: usize,
+        clusters: usize,
+        schema: &'static str,
+    },
+    /// The database failed: everything was probed through the API.
+    DatabaseFailed { error: String },
 }
 
 /// How the node listings of a cycle run.
@@ -73,6 +101,7 @@ pub async fn fetch(
     lister: Arc<dyn NodeLister>,
     settings: Listing<'_>,
     previous: &HashMap<String, PreviousMap>,
+    database: Option<&Database>,
 ) -> Result<Inventory, CycleError> {
     // Of all VMs, only those named like a CKS node can be a cluster's, and only those mapped
     // last cycle are looked up by id: the rest (most VMs of a cloud) is dropped while the
@@ -136,9 +165,39 @@ pub async fn fetch(
         let nodes = list_nodes(&clusters, &networks, &order, lister, settings).await;
         Ok((clusters, checkable, nodes))
     };
-    // Whichever fails first ends the cycle at once; the other is dropped, which aborts the
+    // The database's map is read between the two cluster reads, like the VMs: a map that
+    // changes meanwhile shows in the second read.
+    let db_map = async {
+        match database {
+            None => Ok(None),
+            Some(db) => Ok(Some(db.read_map().await)),
+        }
+    };
+    // Whichever fails first ends the cycle at once; the others are dropped, which aborts the
     // node listings still running.
-    let (vms, (clusters, checkable, nodes)) = tokio::try_join!(vm_listing, clusters_and_nodes)?;
+    let (vms, (clusters, checkable, nodes), db_map) =
+        tokio::try_join!(vm_listing, clusters_and_nodes, db_map)?;
+    let (db_map, mut map_source) = match db_map {
+        None => (None, MapSource::Api),
+        Some(Ok(map)) => {
+            let schema = map.schema.as_ref().map_or("", |s| s.release);
+            let source = MapSource::Database {
+                rows: map.rows,
+                clusters: 0,
+                schema,
+            };
+            (Some(map), source)
+        }
+        Some(Err(e)) => {
+            warn!(error = %e, "cannot read the VM map from the database; this cycle reads it through the API alone");
+            (
+                None,
+                MapSource::DatabaseFailed {
+                    error: e.to_string(),
+                },
+            )
+        }
+    };
     debug!(vms_kept = vms.len(), "VMs listed");
 
     // Read the clusters again: anything whose state or map changed meanwhile is not reported
@@ -163,6 +222,13 @@ pub async fn fetch(
         if !again.get(&c.id).is_some_and(|a| a.same_as(c)) {
             continue;
         }
+        if let Some(hidden) = db_map.as_ref().and_then(|m| from_database(m, c)) {
+            if let MapSource::Database { clusters, .. } = &mut map_source {
+                *clusters += 1;
+            }
+            vanished.insert(i, Ok(hidden));
+            continue;
+        }
         let expected = cluster_info(c).expected_vms();
         let probed = probe_vanished(api, c, expected, previous.get(&c.id), &vm_by_id).await;
         if let Err(e) = &probed {
@@ -176,7 +242,20 @@ pub async fn fetch(
         nodes,
         again,
         vanished,
+        map_source,
     })
+}
+
+/// The map rows of `c` the API hides, from the database, unless its map changed between the
+/// reads (then `None`: the API's probe decides).
+fn from_database(map: &DbMap, c: &KubernetesCluster) -> Option<Vec<VanishedVm>> {
+    let shown: Vec<&str> = c.virtualmachines.iter().map(|vm| vm.id.as_str()).collect();
+    let rows = map.clusters.get(&c.id).map_or(&[][..], Vec::as_slice);
+    let hidden = hidden_rows(rows, &shown);
+    if hidden.is_none() {
+        debug!(cluster = %c.name, "the database's VM map differs from the API's; probing through the API");
+    }
+    hidden
 }
 
 /// What the second cluster read keeps of each cluster: its state and the ids of its map, to

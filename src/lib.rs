@@ -13,6 +13,7 @@ pub mod cloudstack;
 pub mod config;
 pub mod cycle;
 pub mod daemon;
+pub mod database;
 pub mod demo;
 pub mod diagnose;
 pub mod diff;

@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::cloudstack::client::Client;
-use crate::cycle::ClusterStatus;
+use crate::cycle::{ClusterStatus, MapSource};
+use crate::database::lock::Role;
 use crate::diff::MismatchKind;
 use crate::engine::Tick;
 
@@ -74,6 +75,18 @@ struct Families {
     open_mismatches: BTreeMap<MismatchKind, u64>,
     ssh_failures: BTreeMap<&'static str, u64>,
     notifications: BTreeMap<(&'static str, &'static str), u64>,
+    map_reads: BTreeMap<&'static str, u64>,
+}
+
+/// Where a cycle read the map rows the API hides: the label of `cks_drift_map_reads_total`.
+const MAP_SOURCES: [&str; 3] = ["api", "database", "database_failed"];
+
+fn map_source_label(source: &MapSource) -> &'static str {
+    match source {
+        MapSource::Api => "api",
+        MapSource::Database { .. } => "database",
+        MapSource::DatabaseFailed { .. } => "database_failed",
+    }
 }
 
 /// `cks_drift_api_requests_total`, fed by the client's cumulative counts. A reload builds a
@@ -102,6 +115,8 @@ impl ApiRequests {
 /// Every metric of the daemon.
 pub struct Metrics {
     check_enabled: AtomicBool,
+    /// Holds the database lock (always, without a database).
+    active: AtomicBool,
     notifications_pending: AtomicU64,
     /// `f64` bits; NaN until the first tick ends.
     cycle_duration: AtomicU64,
@@ -127,9 +142,11 @@ impl Metrics {
                 .iter()
                 .flat_map(|&c| DELIVERY_OUTCOMES.iter().map(move |&o| ((c, o), 0)))
                 .collect(),
+            map_reads: MAP_SOURCES.iter().map(|&s| (s, 0)).collect(),
         };
         Metrics {
             check_enabled: AtomicBool::new(check_enabled),
+            active: AtomicBool::new(true),
             notifications_pending: AtomicU64::new(0),
             cycle_duration: AtomicU64::new(f64::NAN.to_bits()),
             last_success: AtomicU64::new(0f64.to_bits()),
@@ -140,6 +157,10 @@ impl Metrics {
 
     pub fn set_check_enabled(&self, enabled: bool) {
         self.check_enabled.store(enabled, Ordering::Relaxed);
+    }
+
+    pub fn set_role(&self, role: Role) {
+        self.active.store(role == Role::Active, Ordering::Relaxed);
     }
 
     /// Counts the API requests of `client` from now on (what an earlier client counted
@@ -174,6 +195,9 @@ impl Metrics {
         }
         // A failed cycle saw nothing: the gauges keep what the last cycle that ran saw.
         let Ok(report) = &tick.report else { return };
+        *f.map_reads
+            .entry(map_source_label(&report.map_source))
+            .or_default() += 1;
         f.clusters = CLUSTER_STATUSES
             .map(|s| report.clusters.iter().filter(|c| c.status == s).count() as u64);
         for count in f.open_mismatches.values_mut() {
@@ -205,6 +229,32 @@ impl Metrics {
         );
         let enabled = u64::from(self.check_enabled.load(Ordering::Relaxed));
         sample(&mut out, "cks_drift_check_enabled", &[], enabled);
+
+        header(
+            &mut out,
+            "cks_drift_role",
+            "gauge",
+            "1 for the role this instance has: active (it checks and notifies; always, without [database]) or standby (another instance holds the lock in the CloudStack database).",
+        );
+        let active = self.active.load(Ordering::Relaxed);
+        for (role, on) in [("active", active), ("standby", !active)] {
+            sample(&mut out, "cks_drift_role", &[("role", role)], u64::from(on));
+        }
+
+        header(
+            &mut out,
+            "cks_drift_map_reads_total",
+            "counter",
+            "Cycles by where the map rows the API hides were read: api (no [database]), database, or database_failed (the database failed; the cycle read them through the API).",
+        );
+        for (source, n) in &f.map_reads {
+            sample(
+                &mut out,
+                "cks_drift_map_reads_total",
+                &[("source", source)],
+                n,
+            );
+        }
 
         header(
             &mut out,

@@ -1,15 +1,19 @@
 //! What was reported, read back from CloudStack itself: when cks-drift starts without a state
-//! (a lost volume, a new host), its own un-archived alerts and its own annotations still say
-//! which findings were reported, by their markers. Reading them back before the first dedupe
-//! step means nothing is alerted twice, and what resolved meanwhile is still archived and
-//! removed.
+//! (a lost volume, a new host), or takes the lock over from another instance, its own
+//! un-archived alerts and its own annotations still say which findings were reported, by
+//! their markers. Reading them back before the first dedupe step means nothing is alerted
+//! twice, and what resolved meanwhile is still archived and removed.
+//!
+//! A state kept from an earlier term may also hold findings another instance has resolved
+//! since: one whose alert and annotation are both gone from CloudStack is forgotten, so that
+//! if it is still (or again) there, it is reported once more, as new.
 //!
 //! Only what the markers say is rebuilt. A key written as a digest (a long node name) cannot
 //! be read back: its alert and annotation are recorded under the digest, which no finding
 //! has, so the next cycle archives and removes them and reports that finding once more.
 //! Summary alerts are left alone.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use tracing::info;
 
@@ -28,6 +32,55 @@ pub struct Recovered {
     pub alerts: usize,
     pub annotations: usize,
     pub findings: usize,
+    /// Findings of the state whose alert and annotation CloudStack no longer has.
+    pub forgotten: usize,
+}
+
+/// Drops from `state` the alert and annotation records CloudStack no longer has (ids not in
+/// `alerts` and `notes`), and the findings that had records and now have none: another
+/// instance resolved them. Findings never alerted nor annotated (the event log only) stay.
+fn forget_resolved(state: &mut State, alerts: &HashSet<&str>, notes: &HashSet<&str>) -> usize {
+    let gone_alerts: Vec<String> = state
+        .alerts
+        .iter()
+        .filter(|(_, r)| !alerts.contains(r.alert_id.as_str()))
+        .map(|(k, _)| k.clone())
+        .collect();
+    let gone_notes: Vec<String> = state
+        .annotations
+        .iter()
+        .filter(|(_, id)| !notes.contains(id.as_str()))
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in &gone_alerts {
+        state.alerts.remove(k);
+    }
+    for k in &gone_notes {
+        state.annotations.remove(k);
+    }
+    let mut forgotten = 0;
+    for record in gone_alerts.iter().chain(&gone_notes) {
+        if state.alerts.contains_key(record) || state.annotations.contains_key(record) {
+            continue;
+        }
+        // `<cluster id>/<key>`: cluster ids hold no `/`, keys may (`map_count:3/5`).
+        let Some((cluster, key)) = record.split_once('/') else {
+            continue;
+        };
+        let Some(key) = FindingKey::parse(key) else {
+            continue;
+        };
+        let Some(c) = state.clusters.get_mut(cluster) else {
+            continue;
+        };
+        if c.side_mut(key.kind.side())
+            .remove(&side_key(&key))
+            .is_some()
+        {
+            forgotten += 1;
+        }
+    }
+    forgotten
 }
 
 /// The cluster id and key of an alert description's marker, `[cks-drift <cluster>/<key>]`.
@@ -85,6 +138,22 @@ pub async fn recover(
     let alerts: Vec<Alert> = api
         .list("listAlerts", "alert", &[("name", ALERT_NAME)])
         .await?;
+    let notes: Vec<Annotation> = api
+        .list(
+            "listAnnotations",
+            "annotation",
+            &[
+                ("entitytype", "KUBERNETES_CLUSTER"),
+                ("annotationfilter", "all"),
+                ("keyword", "[cks-drift "),
+            ],
+        )
+        .await?;
+    got.forgotten = forget_resolved(
+        state,
+        &alerts.iter().map(|a| a.id.as_str()).collect(),
+        &notes.iter().map(|n| n.id.as_str()).collect(),
+    );
     for a in &alerts {
         let Some((cluster, key)) = a.description.as_deref().and_then(alert_marker_parts) else {
             continue;
@@ -104,17 +173,6 @@ pub async fn recover(
         );
         got.alerts += 1;
     }
-    let notes: Vec<Annotation> = api
-        .list(
-            "listAnnotations",
-            "annotation",
-            &[
-                ("entitytype", "KUBERNETES_CLUSTER"),
-                ("annotationfilter", "all"),
-                ("keyword", "[cks-drift "),
-            ],
-        )
-        .await?;
     let mut by_cluster: BTreeMap<&str, Vec<(&Annotation, FindingKey)>> = BTreeMap::new();
     for n in &notes {
         let (Some(cluster), Some(key)) = (
@@ -143,7 +201,8 @@ pub async fn recover(
         alerts = got.alerts,
         annotations = got.annotations,
         findings = got.findings,
-        "started without a state: what was reported was read back from CloudStack"
+        forgotten = got.forgotten,
+        "what was reported was read back from CloudStack"
     );
     Ok(got)
 }
@@ -195,5 +254,52 @@ mod tests {
             ["node_without_vm:stray"]
         );
         assert_eq!(c.vms["map_count:2/3"].shown, Some(2));
+    }
+
+    #[test]
+    fn findings_resolved_by_another_instance_are_forgotten() {
+        let mut state = State::default();
+        let now = Timestamp::from_unix(1_800_000_000);
+        for key in [
+            "unmapped_vm:v1",
+            "unmapped_vm:v2",
+            "unmapped_vm:v3",
+            "map_count:2/3",
+        ] {
+            remember(&mut state, "c1", &FindingKey::parse(key).unwrap(), now);
+        }
+        let record = |id: &str| AlertRecord {
+            alert_id: id.into(),
+            alert_type: 3000,
+            zone_id: None,
+            covers: vec![],
+        };
+        // v1: alert and annotation gone. v2: the alert gone, its annotation still there.
+        // v3: never alerted nor annotated (the event log only). map_count: both gone.
+        state
+            .alerts
+            .insert("c1/unmapped_vm:v1".into(), record("a1"));
+        state
+            .annotations
+            .insert("c1/unmapped_vm:v1".into(), "n1".into());
+        state
+            .alerts
+            .insert("c1/unmapped_vm:v2".into(), record("a2"));
+        state
+            .annotations
+            .insert("c1/unmapped_vm:v2".into(), "n2".into());
+        state.alerts.insert("c1/map_count:2/3".into(), record("a4"));
+        let alerts = HashSet::new();
+        let notes = HashSet::from(["n2"]);
+        assert_eq!(forget_resolved(&mut state, &alerts, &notes), 2);
+        assert_eq!(
+            state.clusters["c1"].vms.keys().collect::<Vec<_>>(),
+            ["unmapped_vm:v2", "unmapped_vm:v3"]
+        );
+        assert!(state.alerts.is_empty());
+        assert_eq!(
+            state.annotations.keys().collect::<Vec<_>>(),
+            ["c1/unmapped_vm:v2"]
+        );
     }
 }

@@ -219,6 +219,20 @@ fn setting_warnings(raw: &Raw<'_>) -> Vec<Finding> {
             crate::config::PLAIN_HTTP,
         ));
     }
+    if let Some(url) = raw.str("database.url")
+        && raw.value("database.tls").and_then(toml::Value::as_bool) != Some(true)
+        && raw.path("database.ca_file").is_none()
+        && let Ok((host, ..)) = crate::config::parse_database_url(url.trim())
+        && !is_loopback(&host)
+    {
+        out.push(Finding::warning(
+            "database.tls",
+            format!(
+                "is off while the database is on {host}: the password and the VM map travel in \
+                 clear; set database.tls = true (with database.ca_file for a private CA)"
+            ),
+        ));
+    }
     if raw.str("ssh.host_key_policy") == Some("off") {
         out.push(Finding::warning(
             "ssh.host_key_policy",
@@ -255,6 +269,14 @@ fn setting_warnings(raw: &Raw<'_>) -> Vec<Finding> {
         ));
     }
     out
+}
+
+/// `localhost` or a loopback address: a connection that never leaves the host.
+fn is_loopback(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// What in `command` needs a shell, if anything: operators, redirections, substitutions, a
@@ -523,7 +545,12 @@ pub async fn run(path: &Path, connect_too: bool, out: &mut dyn Write) -> i32 {
     let mut skipped = None;
     if connect_too {
         match &config {
-            Some(c) => findings.extend(connect(c).await),
+            Some(c) => {
+                findings.extend(connect(c).await);
+                if let Some(db) = &c.database {
+                    findings.extend(database::connect(db).await);
+                }
+            }
             None => {
                 skipped = Some("--connect was skipped: fix the errors above first");
             }
@@ -565,6 +592,8 @@ pub async fn run(path: &Path, connect_too: bool, out: &mut dyn Write) -> i32 {
         crate::report::exit::MATCHES
     }
 }
+
+mod database;
 
 #[cfg(test)]
 mod tests;

@@ -93,7 +93,7 @@ format = "xml"
         problems(text),
         vec![
             "cloudstack.colour: is not a known key; [cloudstack] takes url, api_key, api_key_file, secret_key, secret_key_file, timeout, ca_file, insecure, page_size",
-            "extra: is not a known table; the tables are [cloudstack], [ssh], [check], [state], [notify], [http] and [log]",
+            "extra: is not a known table; the tables are [cloudstack], [ssh], [check], [state], [notify], [http], [log] and [database]",
             "cloudstack.url: \"cloud.example.com\" is not a URL (relative URL without a base); e.g. \"https://cloud.example.com/client/api\"",
             "cloudstack.api_key: is missing; set cloudstack.api_key, cloudstack.api_key_file, or the environment variable CKS_DRIFT_API_KEY",
             "cloudstack.timeout: \"30\" has no unit; write e.g. \"30s\" or \"30m\"",
@@ -316,4 +316,67 @@ fn a_syntax_error_is_one_line() {
         err.to_string(),
         "config file test.toml is not valid TOML: TOML parse error at line 1, column 12: unclosed table, expected `]`"
     );
+}
+
+#[test]
+fn the_database_is_optional_and_its_password_comes_from_a_file_or_the_environment() {
+    assert!(parse(MINIMAL).unwrap().database.is_none());
+    let dir = tempfile::tempdir().unwrap();
+    let password = dir.path().join("db_password");
+    std::fs::write(&password, "s3cret\n").unwrap();
+    let text = format!(
+        "{MINIMAL}[database]\nurl = \"mysql://cksdrift@db.example.com/cloud\"\npassword_file = {:?}\n",
+        password.display().to_string()
+    );
+    let db = parse(&text).unwrap().database.unwrap();
+    assert_eq!(
+        (
+            db.host.as_str(),
+            db.port,
+            db.user.as_str(),
+            db.name.as_str()
+        ),
+        ("db.example.com", 3306, "cksdrift", "cloud")
+    );
+    assert_eq!(db.password.expose(), "s3cret");
+    assert!(!db.tls);
+    assert_eq!(db.lock_interval, Duration::from_secs(5));
+    assert!(!format!("{db:?}").contains("s3cret"));
+    let env = |name: &str| (name == ENV_DB_PASSWORD).then(|| "from-env".to_string());
+    let db = Config::from_toml(&text, Path::new("t.toml"), &env)
+        .unwrap()
+        .database
+        .unwrap();
+    assert_eq!(db.password.expose(), "from-env");
+    // A CA file turns TLS on.
+    let db = parse(&format!("{text}ca_file = \"/etc/cks-drift/db-ca.pem\"\n"))
+        .unwrap()
+        .database
+        .unwrap();
+    assert!(db.tls);
+}
+
+#[test]
+fn database_problems_name_the_key_and_the_fix() {
+    let p = problems(&format!(
+        "{MINIMAL}[database]\nurl = \"mysql://cloud:pw@db/cloud\"\ntls = false\nca_file = \"/x.pem\"\nport = 3306\n"
+    ));
+    assert_eq!(
+        p,
+        [
+            "database.port: is not a known key; [database] takes url, password_file, tls, ca_file, connect_timeout, query_timeout, lock_interval",
+            "database.url: holds a password; keep it out of the URL (it would show in logs) and put it in database.password_file; e.g. \"mysql://cksdrift@db.example.com:3306/cloud\"",
+            "database.password_file: is missing; point it at a file holding the password of the database user, or set CKS_DRIFT_DB_PASSWORD",
+            "database.tls: is false while database.ca_file is set; remove one of them",
+        ]
+    );
+    let p = problems(&format!(
+        "{MINIMAL}[database]\nurl = \"mysql://db.example.com\"\n"
+    ));
+    assert!(
+        p[0].starts_with("database.url: \"mysql://db.example.com\" names no user"),
+        "{p:?}"
+    );
+    let p = problems(&format!("{MINIMAL}[database]\n"));
+    assert!(p[0].starts_with("database.url: is missing;"), "{p:?}");
 }

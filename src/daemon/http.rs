@@ -35,6 +35,8 @@ pub struct Health {
     pub last_failure: Option<String>,
     /// When the cycle running now started.
     pub running_since: Option<Instant>,
+    /// Another instance holds the database lock: this one waits, and that is healthy.
+    pub standby: bool,
 }
 
 /// How long after its reference point (the last success, or when checking started) a
@@ -51,6 +53,9 @@ fn secs(d: Duration) -> String {
 pub fn health(h: &Health, now: Instant) -> Result<String, String> {
     if !h.enabled {
         return Ok("ok: checking is disabled (check.enabled = false)".into());
+    }
+    if h.standby {
+        return Ok("standby: another instance holds the lock in the CloudStack database".into());
     }
     let limit = health_limit(h.interval);
     let since_start = now.saturating_duration_since(h.since);
@@ -218,6 +223,7 @@ mod tests {
             last_success: None,
             last_failure: None,
             running_since: None,
+            standby: false,
         }
     }
 

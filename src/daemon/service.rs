@@ -20,6 +20,7 @@ use tracing::{Instrument, debug, error, info, info_span, warn};
 use super::http::{self, Health, Shared};
 use super::{DISABLED_STATUS, DaemonError, failure_text, status_line};
 use crate::config::Config;
+use crate::database::lock::{Role, Term};
 use crate::engine::{Engine, Store, Tick};
 use crate::error_chain::error_chain;
 use crate::metrics::{CycleOutcome, Metrics};
@@ -52,6 +53,7 @@ impl Ticker for Engine {
     fn take_over(&mut self, old: Option<Engine>, metrics: &Metrics) {
         if let Some(mut old) = old {
             self.store = old.store.take();
+            self.term_seen = old.term_seen;
         }
         metrics.track_api_client(self.api.clone());
     }
@@ -79,6 +81,9 @@ pub struct Parts<E, B> {
     pub notifier: Arc<dyn Notifier>,
     /// systemd's watchdog period (`WatchdogSec`), when it watches.
     pub watchdog: Option<Duration>,
+    /// With a database: the role this instance has, as the lock's keeper changes it. Ticks
+    /// start only while it is active. `None`: always active.
+    pub roles: Option<tokio::sync::watch::Receiver<Term>>,
 }
 
 /// Runs the service until `shutdown` is cancelled. Returns once the running cycle finished
@@ -96,6 +101,7 @@ where
         reloads,
         notifier,
         watchdog,
+        roles,
     } = parts;
     let started = Instant::now();
     let metrics = Metrics::new(config.check.enabled);
@@ -109,8 +115,12 @@ where
             last_success: None,
             last_failure: None,
             running_since: None,
+            standby: roles.is_some(),
         }),
     });
+    if roles.is_some() {
+        shared.metrics.set_role(Role::Standby);
+    }
 
     let server = listener.map(|listener| {
         if let Ok(bound) = listener.local_addr() {
@@ -150,7 +160,7 @@ where
         shared,
         notifier: notifier.clone(),
     };
-    let outcome = scheduler.run(reloads, &shutdown).await;
+    let outcome = scheduler.run(reloads, roles, &shutdown).await;
 
     notifier.notify(&[NotifyState::Stopping]);
     info!("shutting down");
@@ -206,6 +216,17 @@ enum Event<E> {
     Reload(Box<Config>),
     Due,
     Finished(Box<Result<Finished<E>, JoinError>>),
+    Role(Term),
+}
+
+/// The next change of role; never, without a lock (or once its keeper is gone).
+async fn next_role(roles: &mut Option<tokio::sync::watch::Receiver<Term>>) -> Term {
+    if let Some(r) = roles
+        && r.changed().await.is_ok()
+    {
+        return *r.borrow_and_update();
+    }
+    std::future::pending().await
 }
 
 /// The scheduling loop and what it owns: the config in force, the engine (home while no
@@ -233,10 +254,14 @@ where
     async fn run(
         &mut self,
         mut reloads: UnboundedReceiver<Config>,
+        mut roles: Option<tokio::sync::watch::Receiver<Term>>,
         shutdown: &CancellationToken,
     ) -> Result<(), DaemonError> {
         loop {
-            let may_start = self.config.check.enabled && self.running.is_none();
+            let active = roles
+                .as_ref()
+                .is_none_or(|r| r.borrow().role == Role::Active);
+            let may_start = self.config.check.enabled && self.running.is_none() && active;
             let due = self.next_due;
             let event = tokio::select! {
                 biased;
@@ -246,6 +271,7 @@ where
                     Event::Finished(Box::new(joined))
                 }
                 _ = tokio::time::sleep_until(due), if may_start => Event::Due,
+                term = next_role(&mut roles) => Event::Role(term),
             };
             match event {
                 Event::Shutdown => return Ok(()),
@@ -255,7 +281,32 @@ where
                     self.running = None;
                     self.finish(*joined)?;
                 }
+                Event::Role(term) => self.change_role(term),
             }
+        }
+    }
+
+    /// A new role: an instance that became active checks at once (the one it takes over from
+    /// may have been gone for a while); a standby starts no tick, and says so on `/healthz`.
+    fn change_role(&mut self, term: Term) {
+        self.shared.metrics.set_role(term.role);
+        let now = Instant::now();
+        {
+            let mut health = self.shared.health();
+            health.standby = term.role == Role::Standby;
+            if term.role == Role::Active {
+                health.since = now;
+            }
+        }
+        match term.role {
+            Role::Active => {
+                self.next_due = now;
+                self.notifier
+                    .notify(&[NotifyState::Status("active: holds the lock; checking")]);
+            }
+            Role::Standby => self.notifier.notify(&[NotifyState::Status(
+                "standby: another instance holds the lock",
+            )]),
         }
     }
 
@@ -354,6 +405,10 @@ where
         if new.state.path != old.state.path {
             warn!(running = %old.state.path.display(), new = %new.state.path.display(), "state.path cannot change while running; restart to use the new path");
             new.state.path = old.state.path.clone();
+        }
+        if new.database != old.database {
+            warn!("[database] cannot change while running; restart to use the new settings");
+            new.database = old.database.clone();
         }
         if new.http.listen != old.http.listen {
             warn!(running = ?old.http.listen, new = ?new.http.listen, "http.listen cannot change while running; restart to use the new address");

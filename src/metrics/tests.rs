@@ -130,6 +130,7 @@ fn report(clusters: Vec<ClusterOutcome>) -> Result<CycleReport, CycleError> {
         started: Timestamp::from_unix(1_767_225_600),
         duration: Duration::from_secs(1),
         clusters,
+        map_source: Default::default(),
     })
 }
 
@@ -147,8 +148,10 @@ fn at(secs: f64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs_f64(secs)
 }
 
-const HEADERS: [(&str, &str); 10] = [
+const HEADERS: [(&str, &str); 12] = [
     ("cks_drift_check_enabled", "gauge"),
+    ("cks_drift_role", "gauge"),
+    ("cks_drift_map_reads_total", "counter"),
     ("cks_drift_cycles_total", "counter"),
     ("cks_drift_cycle_duration_seconds", "gauge"),
     ("cks_drift_last_success_timestamp_seconds", "gauge"),
@@ -173,6 +176,11 @@ fn a_fresh_daemon_shows_every_family_with_zeroes() {
         samples(&text),
         [
             "cks_drift_check_enabled 1",
+            "cks_drift_role{role=\"active\"} 1",
+            "cks_drift_role{role=\"standby\"} 0",
+            "cks_drift_map_reads_total{source=\"api\"} 0",
+            "cks_drift_map_reads_total{source=\"database\"} 0",
+            "cks_drift_map_reads_total{source=\"database_failed\"} 0",
             "cks_drift_cycles_total{outcome=\"ok\"} 0",
             "cks_drift_cycles_total{outcome=\"failed\"} 0",
             "cks_drift_last_success_timestamp_seconds 0",
@@ -274,6 +282,11 @@ async fn a_tick_shows_its_figures() {
         samples(&text),
         [
             "cks_drift_check_enabled 1",
+            "cks_drift_role{role=\"active\"} 1",
+            "cks_drift_role{role=\"standby\"} 0",
+            "cks_drift_map_reads_total{source=\"api\"} 1",
+            "cks_drift_map_reads_total{source=\"database\"} 0",
+            "cks_drift_map_reads_total{source=\"database_failed\"} 0",
             "cks_drift_cycles_total{outcome=\"ok\"} 1",
             "cks_drift_cycles_total{outcome=\"failed\"} 0",
             "cks_drift_cycle_duration_seconds 1.5",

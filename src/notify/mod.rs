@@ -19,6 +19,7 @@ use crate::cloudstack::client::Client;
 use crate::cloudstack::error::ApiError;
 use crate::cloudstack::limits::{ALERT_DESCRIPTION_LENGTH, ANNOTATION_LENGTH};
 use crate::cloudstack::model::Annotation;
+use crate::database::lock::Lock;
 use crate::state::{Notification, State, record_key};
 use crate::wording::{alert_marker, annotation_marker, marked_key, marker_key, remarked};
 
@@ -73,6 +74,8 @@ impl DeliveryError {
 ///   channel wait behind it (an archive must not overtake its raise). Other channels of the
 ///   finding, and everything else, go on.
 ///
+/// With a `lock`, it is confirmed before each item; once it is not, nothing more is sent.
+///
 /// Nothing more is sent once `save` fails: what was sent since the last good write could
 /// otherwise be sent again after a crash. The error is returned.
 pub async fn deliver<E>(
@@ -80,6 +83,7 @@ pub async fn deliver<E>(
     settings: &DeliverySettings,
     state: &mut State,
     save: &mut (dyn FnMut(&State) -> Result<(), E> + Send),
+    lock: Option<&Lock>,
 ) -> (DeliveryCounts, Option<E>) {
     let mut counts = DeliveryCounts::new();
     let mut blocked: HashSet<(String, &'static str)> = HashSet::new();
@@ -92,6 +96,17 @@ pub async fn deliver<E>(
     let mut next = 0;
     let mut done = 0;
     while next < state.outbox.len() {
+        // With several instances, only the one holding the lock sends, and it makes sure
+        // before each item: one that lost it leaves the rest queued.
+        if let Some(lock) = lock
+            && !lock.confirm().await
+        {
+            warn!(
+                left = state.outbox.len() - next,
+                "this instance no longer holds the lock; nothing more is sent"
+            );
+            break;
+        }
         let item = state.outbox[next].clone();
         let channel = item.notification.channel();
         let lane = item.notification.subject().map(|s| (s, channel));

@@ -555,6 +555,7 @@ async fn a_failed_probe_skips_the_cluster_and_keeps_its_state() {
         concurrency: 2,
         default_user: "cloud".into(),
         node_deadline: std::time::Duration::from_secs(600),
+        database: None,
     };
     let on = StepSettings {
         alerts: true,

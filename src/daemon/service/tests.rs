@@ -119,6 +119,7 @@ impl Ticker for Fake {
                         started: Timestamp::parse("2026-11-30T10:05:00Z").unwrap(),
                         duration: Duration::from_millis(ms),
                         clusters: vec![],
+                        map_source: Default::default(),
                     })
                 }
                 Step::Fails(ms) => {
@@ -309,6 +310,7 @@ impl Harness {
             reloads: received,
             notifier: Arc::new(Recorder(record.clone())),
             watchdog,
+            roles: None,
         };
         let service = tokio::spawn(serve(parts, shutdown.clone()));
         Harness {

@@ -1,0 +1,231 @@
+//! One active checker among several instances: a named lock in the CloudStack database
+//! (`GET_LOCK`), held on a connection of its own, which the server releases when that
+//! connection ends (a crash, a cut network, a killed process). CloudStack's own `GlobalLock`
+//! works the same way (`framework/db/.../GlobalLock.java`, `DbUtil.getGlobalLock`).
+//!
+//! The holder is `Active`: it runs cycles and sends notifications, and confirms it still holds
+//! the lock before each. The others are `Standby` and ask again every `lock_interval`. A
+//! lost or doubtful connection makes the holder a standby at once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mysql_async::Conn;
+use tokio::sync::{Mutex, watch};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::{Database, DbError};
+
+/// The lock's name: per database, so that two clouds on one server do not exclude each other
+/// (a name is at most 64 characters).
+pub const LOCK_NAME: &str = "LEFT(CONCAT('cks-drift.', DATABASE()), 64)";
+
+/// What an instance does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// It holds the lock: it checks and notifies.
+    Active,
+    /// Another instance holds the lock, or the database cannot be reached: it waits.
+    Standby,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Active => "active",
+            Role::Standby => "standby",
+        }
+    }
+}
+
+/// The role, and how many times this instance has taken the lock (each time is a takeover of
+/// what another instance may have reported meanwhile).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Term {
+    pub role: Role,
+    pub taken: u64,
+}
+
+/// The lock and its connection.
+pub struct Lock {
+    db: Database,
+    interval: Duration,
+    conn: Mutex<Option<Conn>>,
+    term: watch::Sender<Term>,
+}
+
+impl std::fmt::Debug for Lock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lock")
+            .field("db", &self.db)
+            .field("term", &*self.term.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Lock {
+    pub fn new(db: Database, interval: Duration) -> Arc<Lock> {
+        let (term, _) = watch::channel(Term {
+            role: Role::Standby,
+            taken: 0,
+        });
+        Arc::new(Lock {
+            db,
+            interval,
+            conn: Mutex::new(None),
+            term,
+        })
+    }
+
+    /// The role and term now.
+    pub fn term(&self) -> Term {
+        *self.term.borrow()
+    }
+
+    /// Follows every change of role.
+    pub fn watch(&self) -> watch::Receiver<Term> {
+        self.term.subscribe()
+    }
+
+    /// Asks for the lock once, without waiting for it: `Ok(true)` when this instance holds it
+    /// now (also when it already did).
+    pub async fn try_acquire(&self) -> Result<bool, DbError> {
+        let mut guard = self.conn.lock().await;
+        if guard.is_some() {
+            drop(guard);
+            return Ok(self.confirm().await);
+        }
+        let mut conn = self.db.connect().await?;
+        let got: Vec<Option<i64>> = self
+            .db
+            .query(
+                &mut conn,
+                "the lock request",
+                &format!("SELECT GET_LOCK({LOCK_NAME}, 0)"),
+            )
+            .await?;
+        if got.first() == Some(&Some(1)) {
+            *guard = Some(conn);
+            self.set(Role::Active);
+            Ok(true)
+        } else {
+            let _ = tokio::time::timeout(Duration::from_secs(1), conn.disconnect()).await;
+            Ok(false)
+        }
+    }
+
+    /// Whether this instance still holds the lock, asked on the lock's own connection. Any
+    /// doubt (an error, no answer within the query deadline) ends the connection, which
+    /// releases the lock on the server, and makes this instance a standby.
+    pub async fn confirm(&self) -> bool {
+        let mut guard = self.conn.lock().await;
+        let Some(conn) = guard.as_mut() else {
+            return false;
+        };
+        let answer: Result<Vec<Option<i64>>, DbError> = self
+            .db
+            .query(
+                conn,
+                "the lock check",
+                &format!("SELECT IS_USED_LOCK({LOCK_NAME}) = CONNECTION_ID()"),
+            )
+            .await;
+        match answer {
+            Ok(rows) if rows.first() == Some(&Some(1)) => true,
+            Ok(_) => {
+                warn!("the database says this instance no longer holds the lock");
+                *guard = None;
+                self.set(Role::Standby);
+                false
+            }
+            Err(e) => {
+                warn!(error = %e, "cannot confirm the lock; its connection is closed");
+                *guard = None;
+                self.set(Role::Standby);
+                false
+            }
+        }
+    }
+
+    /// Gives the lock up (at shutdown), so that a standby takes over at its next attempt.
+    pub async fn release(&self) {
+        let mut guard = self.conn.lock().await;
+        if let Some(mut conn) = guard.take() {
+            let _: Result<Vec<Option<i64>>, DbError> = self
+                .db
+                .query(
+                    &mut conn,
+                    "the lock release",
+                    &format!("SELECT RELEASE_LOCK({LOCK_NAME})"),
+                )
+                .await;
+            let _ = tokio::time::timeout(Duration::from_secs(1), conn.disconnect()).await;
+            self.set(Role::Standby);
+            info!("the lock is released");
+        }
+    }
+
+    fn set(&self, role: Role) {
+        self.term.send_if_modified(|t| {
+            if t.role == role {
+                return false;
+            }
+            t.role = role;
+            if role == Role::Active {
+                t.taken += 1;
+            }
+            true
+        });
+    }
+
+    /// Holds or asks for the lock every `lock_interval` until `shutdown`, then releases it.
+    /// Logs each change of role once, and a database that cannot be reached once per outage.
+    pub async fn keep(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut unreachable = false;
+        let mut announced_standby = false;
+        loop {
+            match self.term().role {
+                Role::Active => {
+                    if !self.confirm().await {
+                        warn!("this instance lost the lock: it stands by and sends nothing more");
+                        announced_standby = true;
+                    }
+                }
+                Role::Standby => match self.try_acquire().await {
+                    Ok(true) => {
+                        unreachable = false;
+                        announced_standby = false;
+                        info!(
+                            database = %self.db.address(),
+                            "this instance holds the lock: it checks and notifies"
+                        );
+                    }
+                    Ok(false) => {
+                        if unreachable {
+                            info!("the database answers again");
+                            unreachable = false;
+                        }
+                        if !announced_standby {
+                            info!("another instance holds the lock: this one stands by");
+                            announced_standby = true;
+                        }
+                    }
+                    Err(e) => {
+                        if unreachable {
+                            debug!(error = %e, "the lock cannot be asked for");
+                        } else {
+                            warn!(error = %e, "cannot ask for the lock; this instance stands by until the database answers");
+                            unreachable = true;
+                        }
+                    }
+                },
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(self.interval) => {}
+            }
+        }
+        self.release().await;
+    }
+}

@@ -1,0 +1,152 @@
+//! The CloudStack database, read-only and optional: the exact VM map of every cluster (with the
+//! rows the API hides) and a named lock, so that one of several instances checks at a time.
+//!
+//! Only `SELECT`s are sent, on `kubernetes_cluster`, `kubernetes_cluster_vm_map`,
+//! `vm_instance` and `information_schema.COLUMNS`, plus the lock functions. Every query has a
+//! deadline; a failure is an error for the caller to fall back on the API, never a guess.
+
+pub mod lock;
+pub mod map;
+pub mod schema;
+
+use std::time::Duration;
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Opts, OptsBuilder, SslOpts};
+
+use crate::config::DatabaseSettings;
+
+/// Why the database could not be used. The texts never hold the password.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("cannot connect to the database at {address} within {}", crate::config::human_duration(*.within))]
+    ConnectTimeout { address: String, within: Duration },
+    #[error("cannot connect to the database at {address}: {reason}")]
+    Connect { address: String, reason: String },
+    #[error("the database did not answer {what} within {}", crate::config::human_duration(*.within))]
+    QueryTimeout {
+        what: &'static str,
+        within: Duration,
+    },
+    #[error("the database refused {what}: {reason}")]
+    Query { what: &'static str, reason: String },
+    #[error("{0}")]
+    Schema(String),
+}
+
+/// How to reach the database: the settings turned into the driver's options.
+#[derive(Clone)]
+pub struct Database {
+    opts: Opts,
+    address: String,
+    connect_timeout: Duration,
+    query_timeout: Duration,
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Database")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Database {
+    pub fn new(settings: &DatabaseSettings) -> Database {
+        let ssl = settings.tls.then(|| {
+            let opts = SslOpts::default();
+            match &settings.ca_file {
+                Some(ca) => opts.with_root_certs(vec![ca.clone().into()]),
+                None => opts,
+            }
+        });
+        let opts = OptsBuilder::default()
+            .ip_or_hostname(settings.host.clone())
+            .tcp_port(settings.port)
+            .user(Some(settings.user.clone()))
+            .pass(Some(settings.password.expose().to_string()))
+            .db_name(Some(settings.name.clone()))
+            // The configured address and nothing else: by default the driver moves a
+            // loopback connection over to the server's Unix socket.
+            .prefer_socket(false)
+            .ssl_opts(ssl)
+            // Text queries only: no prepared statements to cache.
+            .stmt_cache_size(0);
+        Database {
+            opts: opts.into(),
+            address: format!("{}:{}/{}", settings.host, settings.port, settings.name),
+            connect_timeout: settings.connect_timeout,
+            query_timeout: settings.query_timeout,
+        }
+    }
+
+    /// `host:port/name`, for logs.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// A new connection, logged in, within the connect deadline.
+    pub async fn connect(&self) -> Result<Conn, DbError> {
+        match tokio::time::timeout(self.connect_timeout, Conn::new(self.opts.clone())).await {
+            Err(_) => Err(DbError::ConnectTimeout {
+                address: self.address.clone(),
+                within: self.connect_timeout,
+            }),
+            Ok(Err(e)) => Err(DbError::Connect {
+                address: self.address.clone(),
+                reason: driver_error(&e),
+            }),
+            Ok(Ok(conn)) => Ok(conn),
+        }
+    }
+
+    /// Runs `sql` on `conn` within the query deadline and decodes every row.
+    pub async fn query<T>(
+        &self,
+        conn: &mut Conn,
+        what: &'static str,
+        sql: &str,
+    ) -> Result<Vec<T>, DbError>
+    where
+        T: mysql_async::prelude::FromRow + Send + 'static,
+    {
+        match tokio::time::timeout(self.query_timeout, conn.query::<T, _>(sql)).await {
+            Err(_) => Err(DbError::QueryTimeout {
+                what,
+                within: self.query_timeout,
+            }),
+            Ok(Err(e)) => Err(DbError::Query {
+                what,
+                reason: driver_error(&e),
+            }),
+            Ok(Ok(rows)) => Ok(rows),
+        }
+    }
+
+    /// Every cluster's map rows: the schema is checked first, then one query reads them all.
+    pub async fn read_map(&self) -> Result<map::DbMap, DbError> {
+        let mut conn = self.connect().await?;
+        let result = async {
+            let schema = schema::probe(self, &mut conn).await?;
+            map::read(self, &mut conn, &schema).await
+        }
+        .await;
+        // Closing politely is best effort; dropping the connection closes it anyway.
+        let _ = tokio::time::timeout(Duration::from_secs(1), conn.disconnect()).await;
+        result
+    }
+}
+
+/// The driver's error on one line. A server error keeps its code, which names the cause
+/// (1045 access denied, 1142 a missing grant, 1146 no such table).
+fn driver_error(e: &mysql_async::Error) -> String {
+    match e {
+        mysql_async::Error::Server(s) => format!(
+            "error {} ({}): {}",
+            s.code,
+            s.state,
+            crate::untrusted::shown(&s.message, 300)
+        ),
+        other => crate::untrusted::shown(&other.to_string(), 300),
+    }
+}

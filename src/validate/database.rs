@@ -1,0 +1,158 @@
+//! `validate-config --connect` for `[database]`: the login, the schema and the grants of the
+//! user, the map query, and the lock, each a line of its own naming what failed.
+
+use super::{Finding, Severity};
+use crate::config::DatabaseSettings;
+use crate::database::Database;
+use crate::database::lock::LOCK_NAME;
+
+/// Privileges a `SHOW GRANTS` line may give without a warning: cks-drift only reads.
+fn broader_than_select(grant: &str) -> Option<String> {
+    let upper = grant.to_ascii_uppercase();
+    let privileges = upper
+        .strip_prefix("GRANT ")?
+        .split(" ON ")
+        .next()?
+        .to_string();
+    let extra: Vec<&str> = privileges
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !matches!(*p, "USAGE" | "SELECT"))
+        .collect();
+    (!extra.is_empty()).then(|| extra.join(", "))
+}
+
+/// The checks, in order; a failed step ends them.
+pub async fn connect(settings: &DatabaseSettings) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let db = Database::new(settings);
+    let who = format!("{}@{}", settings.user, db.address());
+    let mut conn = match db.connect().await {
+        Ok(c) => c,
+        Err(e) => {
+            out.push(Finding::error(
+                "database",
+                format!(
+                    "{e}; check database.url, the password (database.password_file or \
+                     CKS_DRIFT_DB_PASSWORD) and that the user may log in from this host"
+                ),
+            ));
+            return out;
+        }
+    };
+    out.push(Finding::new(
+        Severity::Ok,
+        "database",
+        format!("{who}: logged in"),
+    ));
+    if let Ok(grants) = db
+        .query::<String>(&mut conn, "SHOW GRANTS", "SHOW GRANTS")
+        .await
+    {
+        let broader: Vec<String> = grants
+            .iter()
+            .filter_map(|g| broader_than_select(g))
+            .collect();
+        if !broader.is_empty() {
+            out.push(Finding::warning(
+                "database",
+                format!(
+                    "{} may also {}: cks-drift only reads, so give it a user with SELECT on \
+                     kubernetes_cluster, kubernetes_cluster_vm_map and vm_instance alone (see the \
+                     README)",
+                    settings.user,
+                    broader.join("; ")
+                ),
+            ));
+        }
+    }
+    match db.read_map().await {
+        Ok(map) => out.push(Finding::new(
+            Severity::Ok,
+            "database",
+            format!(
+                "schema of CloudStack {} or later; the VM map query read {} rows of {} clusters",
+                map.schema.as_ref().map_or("?", |s| s.release),
+                map.rows,
+                map.clusters.len()
+            ),
+        )),
+        Err(e) => {
+            out.push(Finding::error("database", e.to_string()));
+            return out;
+        }
+    }
+    let held: Result<Vec<Option<i64>>, _> = db
+        .query(
+            &mut conn,
+            "the lock check",
+            &format!("SELECT IS_USED_LOCK({LOCK_NAME})"),
+        )
+        .await;
+    match held {
+        Ok(rows) if rows.first().is_some_and(Option::is_some) => out.push(Finding::new(
+            Severity::Ok,
+            "database (lock)",
+            "the lock is held by another connection: a running instance checks, and one started \
+             with this config would stand by",
+        )),
+        Ok(_) => {
+            let taken: Result<Vec<Option<i64>>, _> = db
+                .query(
+                    &mut conn,
+                    "the lock request",
+                    &format!("SELECT GET_LOCK({LOCK_NAME}, 0)"),
+                )
+                .await;
+            match taken {
+                Ok(rows) if rows.first() == Some(&Some(1)) => {
+                    let _: Result<Vec<Option<i64>>, _> = db
+                        .query(
+                            &mut conn,
+                            "the lock release",
+                            &format!("SELECT RELEASE_LOCK({LOCK_NAME})"),
+                        )
+                        .await;
+                    out.push(Finding::new(
+                        Severity::Ok,
+                        "database (lock)",
+                        "the lock can be taken and released",
+                    ));
+                }
+                Ok(_) => out.push(Finding::warning(
+                    "database (lock)",
+                    "the lock was taken by another connection meanwhile",
+                )),
+                Err(e) => out.push(Finding::error("database (lock)", e.to_string())),
+            }
+        }
+        Err(e) => out.push(Finding::error("database (lock)", e.to_string())),
+    }
+    let _ = conn.disconnect().await;
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_select_and_usage_are_quiet() {
+        assert_eq!(
+            broader_than_select("GRANT USAGE ON *.* TO `cksdrift`@`%` IDENTIFIED BY PASSWORD '*x'"),
+            None
+        );
+        assert_eq!(
+            broader_than_select("GRANT SELECT ON `cloud`.`vm_instance` TO `cksdrift`@`127.0.0.1`"),
+            None
+        );
+        assert_eq!(
+            broader_than_select("GRANT ALL PRIVILEGES ON `cloud`.* TO `cloud`@`localhost`"),
+            Some("ALL PRIVILEGES".into())
+        );
+        assert_eq!(
+            broader_than_select("GRANT SELECT, INSERT, UPDATE ON `cloud`.* TO `x`@`%`"),
+            Some("INSERT, UPDATE".into())
+        );
+    }
+}
