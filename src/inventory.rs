@@ -21,7 +21,7 @@ use crate::cloudstack::client::Client;
 use crate::cloudstack::error::ApiError;
 use crate::cloudstack::model::{KubernetesCluster, Network, VirtualMachine};
 use crate::database::Database;
-use crate::database::map::{DbMap, hidden_rows};
+use crate::database::map::{DbMap, DbRow};
 use crate::remote::NodeLister;
 use crate::snapshot::{NodeView, PreviousMap, VanishedHow, VanishedVm};
 
@@ -30,7 +30,9 @@ use crate::snapshot::{NodeView, PreviousMap, VanishedHow, VanishedVm};
 pub enum CycleError {
     /// Another instance holds the database lock (or this one lost it): nothing is checked,
     /// decided or sent here.
-    #[error("standing by: another instance holds the lock in the CloudStack database")]
+    #[error(
+        "not the active instance: another instance holds the lock in the CloudStack database, or this one lost it"
+    )]
     Standby,
     #[error("cannot list {what}")]
     List {
@@ -258,6 +260,45 @@ fn from_database(map: &DbMap, c: &KubernetesCluster) -> Option<Vec<VanishedVm>> 
     hidden
 }
 
+/// The map rows the API does not show, from the database rows of a cluster whose shown VMs
+/// are `shown`: a removed VM's row (expunged or unmanaged, under its uuid, so a VM keeps its
+/// key from Destroyed to gone) and a row whose VM does not exist (under its numeric id).
+/// `None` when the VMs alive in the database are not exactly those shown: the map changed
+/// between the reads.
+pub fn hidden_rows(rows: &[DbRow], shown: &[&str]) -> Option<Vec<VanishedVm>> {
+    let alive: BTreeSet<&str> = rows
+        .iter()
+        .filter_map(|r| r.vm.as_ref())
+        .filter(|vm| !vm.removed)
+        .filter_map(|vm| vm.uuid.as_deref())
+        .collect();
+    let shown: BTreeSet<&str> = shown.iter().copied().collect();
+    if alive != shown {
+        return None;
+    }
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for row in rows {
+        let gone = match &row.vm {
+            Some(vm) if !vm.removed => continue,
+            Some(vm) => VanishedVm {
+                id: vm.uuid.clone().unwrap_or_else(|| row.vm_id.to_string()),
+                name: Some(vm.name.clone()),
+                how: VanishedHow::Expunged,
+            },
+            None => VanishedVm {
+                id: row.vm_id.to_string(),
+                name: None,
+                how: VanishedHow::DoesNotExist,
+            },
+        };
+        if seen.insert(gone.id.clone()) {
+            out.push(gone);
+        }
+    }
+    Some(out)
+}
+
 /// What the second cluster read keeps of each cluster: its state and the ids of its map, to
 /// notice an operation that ran during the check.
 #[derive(Debug, serde::Deserialize)]
@@ -443,4 +484,58 @@ async fn probe_vanished(
     }
     out.truncate(room);
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::database::map::DbVm;
+
+    fn row(vm_id: u64, vm: Option<(&str, &str, bool)>) -> DbRow {
+        DbRow {
+            vm_id,
+            vm: vm.map(|(uuid, state, removed)| DbVm {
+                uuid: Some(uuid.into()),
+                name: format!("name-{uuid}"),
+                state: state.into(),
+                removed,
+            }),
+        }
+    }
+
+    #[test]
+    fn removed_and_unknown_vms_are_the_hidden_rows() {
+        let rows = [
+            row(1, Some(("a", "Running", false))),
+            row(2, Some(("b", "Destroyed", false))),
+            row(3, Some(("c", "Expunging", true))),
+            row(999_999, None),
+            // A duplicate row is one finding.
+            row(999_999, None),
+        ];
+        let hidden = hidden_rows(&rows, &["b", "a"]).unwrap();
+        assert_eq!(
+            hidden,
+            [
+                VanishedVm {
+                    id: "c".into(),
+                    name: Some("name-c".into()),
+                    how: VanishedHow::Expunged
+                },
+                VanishedVm {
+                    id: "999999".into(),
+                    name: None,
+                    how: VanishedHow::DoesNotExist
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_map_that_changed_between_the_reads_is_not_used() {
+        let rows = [row(1, Some(("a", "Running", false)))];
+        assert_eq!(hidden_rows(&rows, &["a"]), Some(vec![]));
+        assert_eq!(hidden_rows(&rows, &["a", "b"]), None);
+        assert_eq!(hidden_rows(&rows, &[]), None);
+    }
 }

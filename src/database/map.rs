@@ -3,18 +3,15 @@
 //! (`KubernetesClusterManagerImpl` looks each VM up with a `findById` that adds
 //! `removed IS NULL`, and skips the row when nothing is found).
 //!
-//! The rows are read in one query per cycle, then matched against the API's view of each
-//! cluster: where the VMs the database says are alive are exactly those the API shows, the
-//! rows it hides are the map rows the API cannot show; where they differ, the map changed
-//! between the two reads and the cluster is judged on the API alone this cycle.
+//! The rows are read in one query per cycle; `inventory` matches them against the API's view
+//! of each cluster.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::HashMap;
 
 use mysql_async::Conn;
 
 use super::schema::Schema;
 use super::{Database, DbError};
-use crate::snapshot::{VanishedHow, VanishedVm};
 
 /// One map row.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,96 +82,4 @@ pub async fn read(db: &Database, conn: &mut Conn, schema: &Schema) -> Result<DbM
             .push(DbRow { vm_id, vm });
     }
     Ok(map)
-}
-
-/// The map rows the API does not show, from the database rows of a cluster whose shown VMs
-/// are `shown`: a removed VM's row (expunged or unmanaged, under its uuid, so a VM keeps its
-/// key from Destroyed to gone) and a row whose VM does not exist (under its numeric id).
-/// `None` when the VMs alive in the database are not exactly those shown: the map changed
-/// between the reads.
-pub fn hidden_rows(rows: &[DbRow], shown: &[&str]) -> Option<Vec<VanishedVm>> {
-    let alive: BTreeSet<&str> = rows
-        .iter()
-        .filter_map(|r| r.vm.as_ref())
-        .filter(|vm| !vm.removed)
-        .filter_map(|vm| vm.uuid.as_deref())
-        .collect();
-    let shown: BTreeSet<&str> = shown.iter().copied().collect();
-    if alive != shown {
-        return None;
-    }
-    let mut seen = HashSet::new();
-    let mut out = Vec::new();
-    for row in rows {
-        let gone = match &row.vm {
-            Some(vm) if !vm.removed => continue,
-            Some(vm) => VanishedVm {
-                id: vm.uuid.clone().unwrap_or_else(|| row.vm_id.to_string()),
-                name: Some(vm.name.clone()),
-                how: VanishedHow::Expunged,
-            },
-            None => VanishedVm {
-                id: row.vm_id.to_string(),
-                name: None,
-                how: VanishedHow::DoesNotExist,
-            },
-        };
-        if seen.insert(gone.id.clone()) {
-            out.push(gone);
-        }
-    }
-    Some(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn row(vm_id: u64, vm: Option<(&str, &str, bool)>) -> DbRow {
-        DbRow {
-            vm_id,
-            vm: vm.map(|(uuid, state, removed)| DbVm {
-                uuid: Some(uuid.into()),
-                name: format!("name-{uuid}"),
-                state: state.into(),
-                removed,
-            }),
-        }
-    }
-
-    #[test]
-    fn removed_and_unknown_vms_are_the_hidden_rows() {
-        let rows = [
-            row(1, Some(("a", "Running", false))),
-            row(2, Some(("b", "Destroyed", false))),
-            row(3, Some(("c", "Expunging", true))),
-            row(999_999, None),
-            // A duplicate row is one finding.
-            row(999_999, None),
-        ];
-        let hidden = hidden_rows(&rows, &["b", "a"]).unwrap();
-        assert_eq!(
-            hidden,
-            [
-                VanishedVm {
-                    id: "c".into(),
-                    name: Some("name-c".into()),
-                    how: VanishedHow::Expunged
-                },
-                VanishedVm {
-                    id: "999999".into(),
-                    name: None,
-                    how: VanishedHow::DoesNotExist
-                },
-            ]
-        );
-    }
-
-    #[test]
-    fn a_map_that_changed_between_the_reads_is_not_used() {
-        let rows = [row(1, Some(("a", "Running", false)))];
-        assert_eq!(hidden_rows(&rows, &["a"]), Some(vec![]));
-        assert_eq!(hidden_rows(&rows, &["a", "b"]), None);
-        assert_eq!(hidden_rows(&rows, &[]), None);
-    }
 }

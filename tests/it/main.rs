@@ -4,6 +4,7 @@
 mod check;
 mod cli;
 mod daemon;
+mod database;
 mod dedupe;
 mod fake_cloudstack;
 mod hardening;

@@ -1,0 +1,451 @@
+//! The CloudStack database as a source and a lock, against a private MariaDB server holding
+//! CloudStack's tables, filled from the same world as the fake CloudStack: the exact map
+//! (upstream scenario 3), the same findings as the API where the API sees, a database that
+//! fails for a cycle, and several `run` instances (the management servers) sharing one lock.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cks_drift_sim::mariadb::{PrivateMariaDb, Schema};
+
+use crate::support::cloud::{TestCloud, binary, mismatches, one_cluster, world_now};
+
+/// Long enough for a few cycles of a small cloud.
+const SOON: Duration = Duration::from_secs(30);
+
+/// Points the cloud's config at `db` (its password in a file), asking for the lock often.
+fn use_database(cloud: &mut TestCloud, db: &PrivateMariaDb) {
+    let password = cloud.dir.path().join("db_password");
+    std::fs::write(&password, db.password()).unwrap();
+    cloud.extra.push_str(&format!(
+        "[database]\nurl = \"{}\"\npassword_file = \"{}\"\nlock_interval = \"300ms\"\nconnect_timeout = \"2s\"\nquery_timeout = \"5s\"\n",
+        db.url(),
+        password.display()
+    ));
+}
+
+/// The database rewritten from the fake CloudStack's world: both describe one cloud.
+fn mirror(cloud: &TestCloud, db: &PrivateMariaDb) {
+    cloud.sim().with_world(|w| db.mirror(w));
+}
+
+fn kinds_and_keys(report: &serde_json::Value) -> Vec<(String, String)> {
+    mismatches(report)
+        .into_iter()
+        .map(|(kind, key, _)| (kind, key))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn map_rows_of_an_expunged_vm_and_of_a_vm_that_never_existed_are_named() {
+    let db = PrivateMariaDb::start(Schema::Newest);
+    let (mut cloud, id) = one_cluster().await;
+    // Scenario 3 of the upstream check: a row pointing at the VM of a node removed from
+    // another cluster, since expunged, and a row pointing at a VM id that does not exist.
+    let (expunged, expunged_name) = cloud.sim().with_world(|w| {
+        let owner = w.admin();
+        let other = w.add_cluster("old", owner, 1, 1, 0);
+        let vm = w.cluster(&other).unwrap().map[1].clone();
+        assert!(w.remove_map_row(&other, &vm));
+        w.expunge_vm(&vm);
+        w.add_map_row(&id, &vm);
+        w.add_map_row(&id, "5d1c0000-dead-4000-8000-00000000beef");
+        (vm.clone(), w.vm(&vm).unwrap().name.clone())
+    });
+    mirror(&cloud, &db);
+
+    // Without a database the same world invents nothing: the API shows neither row.
+    let (run, report) = cloud.check_json(&["--no-notify"]).await;
+    assert_eq!(kinds_and_keys(&report), vec![], "{}", run.stderr);
+
+    use_database(&mut cloud, &db);
+    let (run, report) = cloud.check_json(&["--no-notify"]).await;
+    let missing_id = cks_drift_sim::mariadb::vm_db_id(
+        &cloud.sim().with_world(|w| w.clone()),
+        "5d1c0000-dead-4000-8000-00000000beef",
+    );
+    assert_eq!(
+        kinds_and_keys(&report),
+        vec![
+            ("mapped_vm".to_string(), format!("mapped_vm:{expunged}")),
+            ("mapped_vm".to_string(), format!("mapped_vm:{missing_id}")),
+        ],
+        "{}",
+        run.stderr
+    );
+    let reasons: Vec<&str> = report["mismatches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["reason"].as_str().unwrap())
+        .collect();
+    assert!(
+        reasons[0].contains(&format!("VM {expunged_name} ({expunged})"))
+            && reasons[0].ends_with("has been expunged or unmanaged"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons[1].contains(&format!("VM with ID {missing_id}"))
+            && reasons[1].ends_with("does not exist"),
+        "{reasons:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn where_the_api_sees_the_database_gives_the_same_findings() {
+    let db = PrivateMariaDb::start(Schema::V4_16);
+    let mut world = world_now();
+    let owner = world.admin();
+    let web = world.add_cluster("web", owner.clone(), 1, 3, 0);
+    let api = world.add_cluster("api", owner, 1, 2, 0);
+    // A destroyed mapped VM, a deleted map row (an unmapped VM), a VM that is no node, and
+    // a node without a VM.
+    let destroyed = world.cluster(&web).unwrap().map[1].clone();
+    world.set_vm_state(&destroyed, "Destroyed");
+    let unmapped = world.cluster(&api).unwrap().map[2].clone();
+    assert!(world.remove_map_row(&api, &unmapped));
+    let mut cloud = TestCloud::start(world).await;
+    cloud.control_node(&web).await;
+    cloud.control_node(&api).await;
+    // The last worker of `web` is no node; a node has no VM.
+    let mut web_nodes = cloud.node_names(&web);
+    web_nodes.pop();
+    web_nodes.push("stray-node".into());
+    let nodes: Vec<&str> = web_nodes.iter().map(String::as_str).collect();
+    cloud.node(&web).kube.set_nodes(&nodes);
+    mirror(&cloud, &db);
+
+    let (run, api_only) = cloud.check_json(&["--no-notify"]).await;
+    let expected = kinds_and_keys(&api_only);
+    let kinds: Vec<&str> = expected.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "mapped_vm",
+            "node_without_vm",
+            "unmapped_vm",
+            "vm_not_a_node"
+        ],
+        "{}",
+        run.stderr
+    );
+    use_database(&mut cloud, &db);
+    let (run, with_db) = cloud.check_json(&["--no-notify"]).await;
+    assert_eq!(kinds_and_keys(&with_db), expected, "{}", run.stderr);
+    assert!(
+        !run.stderr.contains("cannot read the VM map"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_that_fails_for_a_cycle_invents_resolves_and_loses_nothing() {
+    let db = PrivateMariaDb::start(Schema::Newest);
+    let (mut cloud, id) = one_cluster().await;
+    cloud
+        .sim()
+        .with_world(|w| w.add_map_row(&id, "5d1c0000-dead-4000-8000-00000000beef"));
+    mirror(&cloud, &db);
+    use_database(&mut cloud, &db);
+    let (run, report) = cloud.check_json(&[]).await;
+    assert_eq!(mismatches(&report).len(), 1, "{}", run.stderr);
+    assert_eq!(cloud.sim().call_count("generateAlert"), 1);
+
+    // The map query fails (its grant is gone); the lock needs none and stays.
+    db.sql("REVOKE SELECT ON cloud.kubernetes_cluster_vm_map FROM 'cksdrift'@'127.0.0.1'");
+    let (run, report) = cloud.check_json(&[]).await;
+    assert!(
+        run.stderr.contains(
+            "cannot read the VM map from the database; this cycle reads it through the API alone"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        run.stderr.matches("cannot read the VM map").count(),
+        1,
+        "{}",
+        run.stderr
+    );
+    let found = mismatches(&report);
+    assert_eq!(found.len(), 1, "{found:?}\n{}", run.stderr);
+    assert_eq!(found[0].2, Some(false));
+    assert_eq!(cloud.sim().call_count("generateAlert"), 1);
+    assert_eq!(cloud.sim().call_count("archiveAlerts"), 0);
+    assert_eq!(cloud.active_alerts().len(), 1);
+
+    db.sql("GRANT SELECT ON cloud.kubernetes_cluster_vm_map TO 'cksdrift'@'127.0.0.1'");
+    let (run, report) = cloud.check_json(&[]).await;
+    assert_eq!(mismatches(&report).len(), 1, "{}", run.stderr);
+    assert_eq!(cloud.sim().call_count("generateAlert"), 1);
+
+    // The row is deleted: the finding resolves and its alert is archived.
+    cloud
+        .sim()
+        .with_world(|w| assert!(w.remove_map_row(&id, "5d1c0000-dead-4000-8000-00000000beef")));
+    mirror(&cloud, &db);
+    let (run, report) = cloud.check_json(&[]).await;
+    assert_eq!(mismatches(&report).len(), 0, "{}", run.stderr);
+    assert_eq!(cloud.active_alerts().len(), 0);
+}
+
+/// A `cks-drift run` instance: one management server's.
+struct Instance {
+    child: Child,
+    log: PathBuf,
+    port: u16,
+}
+
+impl Instance {
+    /// Starts `run` with the cloud's config, its own state file and HTTP port, and a short
+    /// interval.
+    fn start(cloud: &TestCloud, name: &str) -> Instance {
+        let port = free_port();
+        let config = cloud.write_config();
+        let text = std::fs::read_to_string(&config).unwrap();
+        let state = cloud.dir.path().join(format!("{name}/state.json"));
+        std::fs::create_dir_all(state.parent().unwrap()).unwrap();
+        let text = text
+            .replace(
+                &format!("path = \"{}\"", cloud.state_path().display()),
+                &format!("path = \"{}\"", state.display()),
+            )
+            .replace("listen = \"\"", &format!("listen = \"127.0.0.1:{port}\""))
+            .replace("[check]\n", "[check]\ninterval = \"2s\"\n");
+        let config = cloud.dir.path().join(format!("{name}.toml"));
+        std::fs::write(&config, text).unwrap();
+        let log = cloud.dir.path().join(format!("{name}.log"));
+        let child = Command::new(binary())
+            .arg("run")
+            .arg("-c")
+            .arg(&config)
+            .env_remove("RUST_LOG")
+            .env_remove("NOTIFY_SOCKET")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start cks-drift run");
+        Instance { child, log, port }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `/healthz` status and body, or `None` while the endpoint does not answer.
+    async fn health(&self) -> Option<(u16, String)> {
+        let r = reqwest::get(format!("http://127.0.0.1:{}/healthz", self.port))
+            .await
+            .ok()?;
+        Some((r.status().as_u16(), r.text().await.ok()?))
+    }
+
+    async fn role(&self) -> Option<&'static str> {
+        let text = reqwest::get(format!("http://127.0.0.1:{}/metrics", self.port))
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        if text.contains("cks_drift_role{role=\"active\"} 1") {
+            Some("active")
+        } else if text.contains("cks_drift_role{role=\"standby\"} 1") {
+            Some("standby")
+        } else {
+            None
+        }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Polls `cond` every 100 ms until it holds, or panics naming `what`.
+async fn wait_for<F, Fut>(what: &str, within: Duration, logs: &[&Instance], mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = Instant::now();
+    while !cond().await {
+        if started.elapsed() > within {
+            let logs: Vec<String> = logs.iter().map(|i| i.log()).collect();
+            panic!(
+                "{what}: not within {within:?}; logs:\n{}",
+                logs.join("\n----\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The index of the active instance, once one is active and the other stands by.
+async fn active_of(instances: &[Instance; 2]) -> usize {
+    let started = Instant::now();
+    loop {
+        match (instances[0].role().await, instances[1].role().await) {
+            (Some("active"), Some("standby")) => return 0,
+            (Some("standby"), Some("active")) => return 1,
+            _ => {}
+        }
+        assert!(
+            started.elapsed() < SOON,
+            "no single active instance; logs:\n{}\n----\n{}",
+            instances[0].log(),
+            instances[1].log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_management_servers_alert_once_and_the_standby_takes_over() {
+    let db = PrivateMariaDb::start(Schema::Newest);
+    let (mut cloud, id) = one_cluster().await;
+    let worker = cloud.unmap_last_worker(&id);
+    mirror(&cloud, &db);
+    use_database(&mut cloud, &db);
+    let mut instances = [
+        Instance::start(&cloud, "ms1"),
+        Instance::start(&cloud, "ms2"),
+    ];
+
+    let active = active_of(&mut instances).await;
+    let standby = 1 - active;
+    {
+        let [a, b] = &instances;
+        wait_for("the drift alerted", SOON, &[a, b], || async {
+            cloud.active_alerts().len() == 1
+        })
+        .await;
+    }
+    // A few more cycles: nothing more.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(cloud.sim().call_count("generateAlert"), 1);
+    assert_eq!(cloud.sim().call_count("addAnnotation"), 1);
+    assert_eq!(
+        instances[standby].health().await,
+        Some((
+            200,
+            "standby: another instance holds the lock in the CloudStack database".into()
+        ))
+    );
+    assert!(
+        instances[standby]
+            .log()
+            .contains("another instance holds the lock: this one stands by"),
+        "{}",
+        instances[standby].log()
+    );
+
+    // The active server dies: the other takes over within one interval (2 s) and its lock
+    // attempt (0.3 s), reads back what was reported, and re-alerts nothing.
+    instances[active].kill();
+    let killed_at = Instant::now();
+    {
+        let s = &instances[standby];
+        wait_for("the standby takes over", SOON, &[s], || async {
+            s.role().await == Some("active")
+        })
+        .await;
+    }
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(2) + Duration::from_millis(1500),
+        "took over after {:?}",
+        killed_at.elapsed()
+    );
+    {
+        let s = &instances[standby];
+        wait_for("a cycle after the takeover", SOON, &[s], || async {
+            s.log()
+                .contains("what was reported was read back from CloudStack")
+                && s.log().contains("cycle done")
+        })
+        .await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        cloud.sim().call_count("generateAlert"),
+        1,
+        "{}",
+        instances[standby].log()
+    );
+    assert_eq!(cloud.sim().call_count("addAnnotation"), 1);
+
+    // A drift after the takeover is alerted once; the first one resolves and is archived.
+    let mut nodes = cloud.node_names(&id);
+    nodes.push("stray".into());
+    let refs: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    cloud.node(&id).kube.set_nodes(&refs);
+    cloud.sim().with_world(|w| w.add_map_row(&id, &worker));
+    mirror(&cloud, &db);
+    {
+        let s = &instances[standby];
+        wait_for(
+            "the new drift alerted, the old one archived",
+            SOON,
+            &[s],
+            || async {
+                let alerts = cloud.active_alerts();
+                alerts.len() == 1 && alerts[0].description.contains("stray")
+            },
+        )
+        .await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(cloud.sim().call_count("generateAlert"), 2);
+    assert_eq!(cloud.active_alerts().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_that_loses_the_lock_mid_cycle_sends_nothing() {
+    let db = PrivateMariaDb::start(Schema::Newest);
+    let (mut cloud, id) = one_cluster().await;
+    cloud.unmap_last_worker(&id);
+    mirror(&cloud, &db);
+    use_database(&mut cloud, &db);
+    // Slow API answers keep the cycle running while the lock's connection is cut.
+    cloud.sim().set_latency(Duration::from_millis(400));
+    let cut = async {
+        let started = Instant::now();
+        loop {
+            let holder = db.sql("SELECT IFNULL(IS_USED_LOCK('cks-drift.cloud'), 0)");
+            let holder = holder.trim().to_string();
+            if holder != "0" {
+                // The cycle is under way (the lock is taken before it starts).
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                db.sql(&format!("KILL {holder}"));
+                return;
+            }
+            assert!(started.elapsed() < SOON, "the check never took the lock");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let (run, ()) = tokio::join!(cloud.check(&["--format", "json"]), cut);
+    assert!(
+        run.stderr.contains("not the active instance"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(cloud.sim().call_count("generateAlert"), 0);
+    assert_eq!(cloud.sim().call_count("addAnnotation"), 0);
+}
