@@ -3,7 +3,9 @@
 //! operator would otherwise run.
 //!
 //! `cargo bench --bench cycle [SIZES...] [--concurrency N]` (default sizes: 100 500 1000
-//! 2000 clusters). Each measurement takes two child processes (this binary re-executed with
+//! 2000 clusters). With `--database`, each size runs with and without the CloudStack
+//! database (a private MariaDB server holding the same world) and only that comparison is
+//! printed. Each measurement takes two child processes (this binary re-executed with
 //! `--child`): one serves the simulated cloud over HTTP on 127.0.0.1, the other runs the
 //! checker against it through the real client, so the peak RSS measured is the checker's
 //! alone and each size's is its own. Tests of the cycle's behaviour do not belong here.
@@ -18,11 +20,13 @@ use std::time::{Duration, Instant};
 use cks_drift::cks::{endpoint_host, ssh_port};
 use cks_drift::cloudstack::client::Client;
 use cks_drift::cloudstack::model::{KubernetesCluster, VirtualMachine};
-use cks_drift::config::{CloudStackSettings, Secret};
-use cks_drift::cycle::{ClusterStatus, CycleSettings, run_cycle};
+use cks_drift::config::{CloudStackSettings, DatabaseSettings, Secret, parse_database_url};
+use cks_drift::cycle::{ClusterStatus, CycleSettings, MapSource, run_cycle};
+use cks_drift::database::Database;
 use cks_drift::diff::Policy;
 use cks_drift::remote::{NodeListError, NodeListFuture, NodeLister, SshTarget};
 use cks_drift::time::Timestamp;
+use cks_drift_sim::mariadb::{PrivateMariaDb, Schema};
 use cks_drift_sim::{ClusterSpec, FakeCloudStack, NetworkLayout, Sim, SimOwner, SimTime, World};
 use serde_json::{Value, json};
 
@@ -85,12 +89,18 @@ fn main() {
         };
         let cores = std::thread::available_parallelism().map_or(2, usize::from);
         match &args[1..] {
-            [mode, n, ssh, nodes] if mode == "serve" => {
+            [mode, n, ssh, nodes, rest @ ..] if mode == "serve" => {
                 let ssh = Ssh::parse(ssh).expect("answers or most-refuse");
+                let with_db = rest.first().map(String::as_str) == Some("db");
                 // The simulator answers under one lock, blocking the thread that waits for
                 // it; more threads than cores keep the injected latencies running meanwhile,
                 // as a management server's request threads do.
-                runtime(4 * cores).block_on(serve(n.parse().expect("cluster count"), ssh, nodes));
+                runtime(4 * cores).block_on(serve(
+                    n.parse().expect("cluster count"),
+                    ssh,
+                    nodes,
+                    with_db,
+                ));
             }
             [mode, c, url, nodes] => {
                 // The checker runs as the daemon does: one worker thread per core.
@@ -99,7 +109,7 @@ fn main() {
                 println!("{out}");
             }
             _ => panic!(
-                "usage: --child serve CLUSTERS SSH NODES | --child cycle|script CONCURRENCY URL NODES"
+                "usage: --child serve CLUSTERS SSH NODES [db] | --child cycle|cycle-db|script CONCURRENCY URL NODES"
             ),
         }
         return;
@@ -107,9 +117,12 @@ fn main() {
     // `cargo bench` passes `--bench`; sizes are the plain numbers.
     let mut concurrency = DEFAULT_CONCURRENCY;
     let mut sizes: Vec<usize> = Vec::new();
+    let mut database = false;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
-        if arg == "--concurrency" {
+        if arg == "--database" {
+            database = true;
+        } else if arg == "--concurrency" {
             concurrency = args
                 .next()
                 .and_then(|c| c.parse().ok())
@@ -121,7 +134,11 @@ fn main() {
     if sizes.is_empty() {
         sizes = vec![100, 500, 1000, 2000];
     }
-    parent(&sizes, concurrency);
+    if database {
+        with_and_without_database(&sizes, concurrency);
+    } else {
+        parent(&sizes, concurrency);
+    }
 }
 
 /// The world of `n` clusters: 3 to 5 VMs each (one control node; two or three workers; an
@@ -304,17 +321,37 @@ fn calls_by_command(api: &Client) -> BTreeMap<String, u64> {
 /// The simulated cloud of `n` clusters over HTTP, with [`API_LATENCY`] per call: writes what
 /// the simulated SSH needs to `nodes`, prints the API's URL and the world's size as one JSON
 /// line, serves until its standard input closes, then prints the CPU time it used.
-async fn serve(n: usize, ssh: Ssh, nodes: &str) {
+async fn serve(n: usize, ssh: Ssh, nodes: &str, with_db: bool) {
     let world = build_world(n);
     std::fs::write(nodes, ssh_view(&world, ssh).to_string()).expect("write the node view");
     let (vms, networks) = (world.vms.len(), world.networks.len());
+    // The database holds the same world; its SELECTs are counted while the checker runs.
+    let db = with_db.then(|| {
+        let db = PrivateMariaDb::start(Schema::Newest);
+        db.mirror(&world);
+        db
+    });
+    let selects = |db: &PrivateMariaDb| -> u64 {
+        let row = db.sql("SHOW GLOBAL STATUS LIKE 'Com_select'");
+        row.split_whitespace()
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .expect("Com_select")
+    };
+    let selects_before = db.as_ref().map(selects);
     let built = cpu_seconds();
     let sim = Arc::new(Sim::new(world));
     sim.set_latency(API_LATENCY);
     let server = FakeCloudStack::start(sim, API_KEY, SECRET_KEY).await;
     println!(
         "{}",
-        json!({ "url": server.url(), "vms": vms, "networks": networks })
+        json!({
+            "url": server.url(),
+            "vms": vms,
+            "networks": networks,
+            "db_url": db.as_ref().map(PrivateMariaDb::url),
+            "db_password": db.as_ref().map(|d| d.password().to_string()),
+        })
     );
     tokio::task::spawn_blocking(|| {
         let mut rest = Vec::new();
@@ -323,7 +360,14 @@ async fn serve(n: usize, ssh: Ssh, nodes: &str) {
     .await
     .expect("wait for the end")
     .expect("read standard input");
-    println!("{}", json!({ "server_cpu_s": cpu_seconds() - built }));
+    let db_selects = db
+        .as_ref()
+        .zip(selects_before)
+        .map(|(db, before)| selects(db) - before);
+    println!(
+        "{}",
+        json!({ "server_cpu_s": cpu_seconds() - built, "db_selects": db_selects })
+    );
 }
 
 /// One measurement of the checker (`cycle`) or of the cron-style script (`script`) against the
@@ -354,13 +398,32 @@ async fn measure(mode: &str, concurrency: usize, url: &str, nodes: &str) -> Valu
     let started = Instant::now();
     let mut out = json!({});
     match mode {
-        "cycle" => {
+        "cycle" | "cycle-db" => {
+            let database = (mode == "cycle-db").then(|| {
+                let url = std::env::var("BENCH_DB_URL").expect("BENCH_DB_URL");
+                let (host, port, user, name) = parse_database_url(&url).expect("database URL");
+                Database::new(&DatabaseSettings {
+                    url,
+                    host,
+                    port,
+                    user,
+                    name,
+                    password: Secret::new(
+                        std::env::var("BENCH_DB_PASSWORD").expect("BENCH_DB_PASSWORD"),
+                    ),
+                    tls: false,
+                    ca_file: None,
+                    connect_timeout: Duration::from_secs(10),
+                    query_timeout: Duration::from_secs(60),
+                    lock_interval: Duration::from_secs(5),
+                })
+            });
             let settings = CycleSettings {
                 policy: Policy::default(),
                 concurrency,
                 default_user: "cloud".to_string(),
                 node_deadline: std::time::Duration::from_secs(600),
-                database: None,
+                database,
             };
             let report = run_cycle(
                 &api,
@@ -382,6 +445,12 @@ async fn measure(mode: &str, concurrency: usize, url: &str, nodes: &str) -> Valu
                     .map(|c| c.mismatches.len())
                     .sum::<usize>()
             );
+            out["map_source"] = json!(match &report.map_source {
+                MapSource::Api => "api".to_string(),
+                MapSource::Database { rows, clusters, .. } =>
+                    format!("database ({rows} rows, {clusters} clusters)"),
+                MapSource::DatabaseFailed { error } => format!("database failed: {error}"),
+            });
         }
         "script" => {
             let (listed, answered) = cron_script(&api, lister.as_ref()).await;
@@ -449,8 +518,16 @@ fn run_child(mode: &str, n: usize, ssh: Ssh, concurrency: usize) -> Value {
     let dir = tempfile::tempdir().expect("temporary directory");
     let nodes = dir.path().join("nodes.json");
     let nodes = nodes.to_str().expect("UTF-8 path");
+    let db_arg = if mode == "cycle-db" { "db" } else { "-" };
     let mut server = Command::new(&exe)
-        .args(["--child", "serve", &n.to_string(), ssh.name(), nodes])
+        .args([
+            "--child",
+            "serve",
+            &n.to_string(),
+            ssh.name(),
+            nodes,
+            db_arg,
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -464,7 +541,15 @@ fn run_child(mode: &str, n: usize, ssh: Ssh, concurrency: usize) -> Value {
     let world: Value = serde_json::from_str(line.trim()).expect("server's URL and world");
     let url = world["url"].as_str().expect("URL");
 
-    let output = Command::new(&exe)
+    let mut command = Command::new(&exe);
+    if let (Some(db_url), Some(password)) =
+        (world["db_url"].as_str(), world["db_password"].as_str())
+    {
+        command
+            .env("BENCH_DB_URL", db_url)
+            .env("BENCH_DB_PASSWORD", password);
+    }
+    let output = command
         .args(["--child", mode, &concurrency.to_string(), url, nodes])
         .stderr(Stdio::inherit())
         .output()
@@ -490,6 +575,7 @@ fn run_child(mode: &str, n: usize, ssh: Ssh, concurrency: usize) -> Value {
     m["vms"] = world["vms"].clone();
     m["networks"] = world["networks"].clone();
     m["server_cpu_s"] = server_cpu["server_cpu_s"].clone();
+    m["db_selects"] = server_cpu["db_selects"].clone();
     m
 }
 
@@ -694,6 +780,47 @@ fn parent(sizes: &[usize], concurrency: usize) {
             );
         }
     }
+}
+
+/// One cycle per size without and with the database: wall time, API calls, database
+/// queries, where the hidden map rows came from, and peak RSS.
+fn with_and_without_database(sizes: &[usize], concurrency: usize) {
+    println!(
+        "cks-drift cycle benchmark, with and without [database], {}",
+        Timestamp::now()
+    );
+    println!(
+        "API as in the main benchmark ({} ms per call); the database: a private MariaDB server \
+         on 127.0.0.1 holding the same world. check.concurrency {concurrency}.",
+        API_LATENCY.as_millis()
+    );
+    println!(
+        "{:>8} {:>9} {:>7} {:>5} {:>8} {:>7}  map rows read from",
+        "clusters", "database", "wall s", "calls", "DB query", "RSS MiB"
+    );
+    for &n in sizes {
+        for mode in ["cycle", "cycle-db"] {
+            let m = run_child(mode, n, Ssh::Answers, concurrency);
+            assert_eq!(u(&m, "checked") as usize, n, "every cluster checked: {m}");
+            assert_eq!(u(&m, "mismatches"), 0, "a consistent world: {m}");
+            println!(
+                "{:>8} {:>9} {:>7.2} {:>5} {:>8} {:>7.1}  {}",
+                n,
+                if mode == "cycle" { "no" } else { "yes" },
+                f(&m, "wall_s"),
+                calls_text(&m).0,
+                m["db_selects"]
+                    .as_u64()
+                    .map_or("-".to_string(), |q| q.to_string()),
+                mib(u(&m, "hwm_kib")),
+                m["map_source"].as_str().unwrap_or("?"),
+            );
+        }
+    }
+    println!(
+        "DB query: SELECTs the database server counted (Com_select) during the cycle: the \
+         schema check and the map query."
+    );
 }
 
 fn budget(m: &Value) -> u64 {

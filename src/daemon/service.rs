@@ -104,6 +104,8 @@ where
         roles,
     } = parts;
     let started = Instant::now();
+    // The keeper may have taken the lock already; later changes come through `roles`.
+    let initial_role = roles.as_ref().map(|r| r.borrow().role);
     let metrics = Metrics::new(config.check.enabled);
     engine.take_over(None, &metrics);
     let shared = Arc::new(Shared {
@@ -115,11 +117,11 @@ where
             last_success: None,
             last_failure: None,
             running_since: None,
-            standby: roles.is_some(),
+            standby: initial_role == Some(Role::Standby),
         }),
     });
-    if roles.is_some() {
-        shared.metrics.set_role(Role::Standby);
+    if let Some(role) = initial_role {
+        shared.metrics.set_role(role);
     }
 
     let server = listener.map(|listener| {

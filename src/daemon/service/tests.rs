@@ -21,6 +21,7 @@ use crate::cloudstack::error::ApiError;
 use crate::config::Config;
 use crate::cycle::{CycleError, CycleReport};
 use crate::daemon::DaemonError;
+use crate::database::lock::{Role, Term};
 use crate::engine::{Store, Tick};
 use crate::metrics::Metrics;
 use crate::time::Timestamp;
@@ -265,6 +266,16 @@ impl Harness {
 
     /// Starts the core with systemd's watchdog period `watchdog`.
     fn start_with(config: Config, script: &[Step], watchdog: Option<Duration>) -> Harness {
+        Harness::start_full(config, script, watchdog, None)
+    }
+
+    /// Starts the core with the roles a lock's keeper would announce.
+    fn start_full(
+        config: Config,
+        script: &[Step],
+        watchdog: Option<Duration>,
+        roles: Option<tokio::sync::watch::Receiver<Term>>,
+    ) -> Harness {
         let record = Record {
             t0: Instant::now(),
             lines: Arc::default(),
@@ -310,7 +321,7 @@ impl Harness {
             reloads: received,
             notifier: Arc::new(Recorder(record.clone())),
             watchdog,
-            roles: None,
+            roles,
         };
         let service = tokio::spawn(serve(parts, shutdown.clone()));
         Harness {
@@ -669,4 +680,53 @@ async fn a_tick_task_that_panics_is_replaced_with_the_state_opened_again() {
     );
     // The state was opened, and so locked, again.
     assert!(dir.path().join("state.json.lock").exists());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_standby_runs_no_tick_and_an_instance_that_becomes_active_checks_at_once() {
+    let standby = Term {
+        role: Role::Standby,
+        taken: 0,
+    };
+    let (roles, watched) = tokio::sync::watch::channel(standby);
+    let mut h = Harness::start_full(
+        config("interval = \"1s\""),
+        &[Step::Ok(200), Step::Ok(200), Step::Ok(200)],
+        None,
+        Some(watched),
+    );
+    // Ten intervals on standby: no tick.
+    h.until(10_300).await;
+    assert_eq!(h.engine(), Vec::<String>::new());
+    roles.send_replace(Term {
+        role: Role::Active,
+        taken: 1,
+    });
+    h.until(11_500).await;
+    // Active: a tick at once, then one an interval later. Standby again: none after.
+    roles.send_replace(Term {
+        role: Role::Standby,
+        taken: 1,
+    });
+    assert_eq!(h.stop_at(20_000).await, 20_000);
+    assert_eq!(
+        h.engine(),
+        [
+            "10300 start e1",
+            "10500 end e1",
+            "11300 start e1",
+            "11500 end e1",
+        ]
+    );
+    assert_eq!(
+        h.notes(),
+        [
+            "0 READY=1\nSTATUS=waiting for the first cycle".to_string(),
+            "10300 STATUS=active: holds the lock; checking".to_string(),
+            format!("10500 {OK_STATUS}"),
+            format!("11500 {OK_STATUS}"),
+            "11500 STATUS=standby: another instance holds the lock".to_string(),
+            "20000 STOPPING=1".to_string(),
+        ]
+    );
 }
