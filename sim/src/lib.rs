@@ -4,7 +4,8 @@
 //! `World` is the plain-data state, `commands` answers API commands in CloudStack's shapes
 //! and semantics, and `Sim` wraps both behind a mutex with fault injection, a call log and
 //! optional latency. `http` serves a `Sim` behind the servlet's request checks, with
-//! `signature` for authentication and `time` for the server's clock and dates.
+//! `signature` for authentication and `time` for the server's clock and dates. `mariadb`
+//! runs a private MariaDB server holding the CloudStack tables that describe a `World`.
 //!
 //! This crate does not depend on cks-drift and shares no code with its client: signing,
 //! the GET/POST rule and date handling are written here from CloudStack's behaviour, so that
@@ -13,6 +14,7 @@
 
 mod commands;
 mod http;
+pub mod mariadb;
 mod params;
 mod query;
 mod render;
