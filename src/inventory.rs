@@ -232,7 +232,11 @@ pub async fn fetch(
             continue;
         }
         let expected = cluster_info(c).expected_vms();
-        let probed = probe_vanished(api, c, expected, previous.get(&c.id), &vm_by_id).await;
+        // With a database, gone rows it found stay open while the API decides: they may not
+        // fit the API's count, and a failing database must not resolve them.
+        let keep_known = database.is_some();
+        let probed =
+            probe_vanished(api, c, expected, previous.get(&c.id), &vm_by_id, keep_known).await;
         if let Err(e) = &probed {
             warn!(cluster = %c.name, error = %e, "cannot probe map rows the API stopped showing");
         }
@@ -418,12 +422,16 @@ async fn list_nodes(
 /// Each is probed with `listVirtualMachines id=`: an empty list means expunged or unmanaged,
 /// error 431 means no such VM. A VM the probe still finds only lost its map row; it is judged
 /// like any other VM of the cluster.
+///
+/// With `keep_known`, the ids already known gone are kept whether or not they fit the count
+/// (a database found them, and it is the one to say when their rows are deleted).
 async fn probe_vanished(
     api: &Client,
     c: &KubernetesCluster,
     expected_vms: u32,
     previous: Option<&PreviousMap>,
     listed: &HashMap<&str, &VirtualMachine>,
+    keep_known: bool,
 ) -> Result<Vec<VanishedVm>, ApiError> {
     let Some(prev) = previous else {
         return Ok(vec![]);
@@ -432,7 +440,7 @@ async fn probe_vanished(
     // Gone rows can only stand for map entries the API does not show: at most
     // `expected - shown` of them. Beyond that the rows were deleted (a scale-down, a fix in
     // the database) and their findings resolve.
-    let room = (expected_vms as usize).saturating_sub(now_ids.len());
+    let mut room = (expected_vms as usize).saturating_sub(now_ids.len());
     let mut out = Vec::new();
     // Already known gone, finding still open: kept without probing again, unless the row
     // came back.
@@ -444,6 +452,9 @@ async fn probe_vanished(
                 how: *how,
             });
         }
+    }
+    if keep_known {
+        room += out.len();
     }
     // A scale-down removes rows legitimately: nothing new is probed then.
     if expected_vms >= prev.expected_vms {

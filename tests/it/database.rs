@@ -45,9 +45,11 @@ async fn map_rows_of_an_expunged_vm_and_of_a_vm_that_never_existed_are_named() {
     // another cluster, since expunged, and a row pointing at a VM id that does not exist.
     let (expunged, expunged_name) = cloud.sim().with_world(|w| {
         let owner = w.admin();
-        let other = w.add_cluster("old", owner, 1, 1, 0);
-        let vm = w.cluster(&other).unwrap().map[1].clone();
+        // Scaled down from two workers to one: the removed node's row went with it.
+        let other = w.add_cluster("old", owner, 1, 2, 0);
+        let vm = w.cluster(&other).unwrap().map[2].clone();
         assert!(w.remove_map_row(&other, &vm));
+        w.cluster_mut(&other).size = 1;
         w.expunge_vm(&vm);
         w.add_map_row(&id, &vm);
         w.add_map_row(&id, "5d1c0000-dead-4000-8000-00000000beef");
@@ -65,15 +67,12 @@ async fn map_rows_of_an_expunged_vm_and_of_a_vm_that_never_existed_are_named() {
         &cloud.sim().with_world(|w| w.clone()),
         "5d1c0000-dead-4000-8000-00000000beef",
     );
-    assert_eq!(
-        kinds_and_keys(&report),
-        vec![
-            ("mapped_vm".to_string(), format!("mapped_vm:{expunged}")),
-            ("mapped_vm".to_string(), format!("mapped_vm:{missing_id}")),
-        ],
-        "{}",
-        run.stderr
-    );
+    let mut expected = vec![
+        ("mapped_vm".to_string(), format!("mapped_vm:{expunged}")),
+        ("mapped_vm".to_string(), format!("mapped_vm:{missing_id}")),
+    ];
+    expected.sort();
+    assert_eq!(kinds_and_keys(&report), expected, "{}", run.stderr);
     let reasons: Vec<&str> = report["mismatches"]
         .as_array()
         .unwrap()
@@ -81,13 +80,15 @@ async fn map_rows_of_an_expunged_vm_and_of_a_vm_that_never_existed_are_named() {
         .map(|m| m["reason"].as_str().unwrap())
         .collect();
     assert!(
-        reasons[0].contains(&format!("VM {expunged_name} ({expunged})"))
-            && reasons[0].ends_with("has been expunged or unmanaged"),
+        reasons.iter().any(|r| r.starts_with(&format!(
+            "VM {expunged_name} ({expunged}) is one of the VMs"
+        )) && r.ends_with("has been expunged or unmanaged")),
         "{reasons:?}"
     );
     assert!(
-        reasons[1].contains(&format!("VM with ID {missing_id}"))
-            && reasons[1].ends_with("does not exist"),
+        reasons.iter().any(|r| r
+            .starts_with(&format!("VM with ID {missing_id} is one of the VMs"))
+            && r.ends_with("does not exist")),
         "{reasons:?}"
     );
 }
@@ -118,7 +119,8 @@ async fn where_the_api_sees_the_database_gives_the_same_findings() {
 
     let (run, api_only) = cloud.check_json(&["--no-notify"]).await;
     let expected = kinds_and_keys(&api_only);
-    let kinds: Vec<&str> = expected.iter().map(|(k, _)| k.as_str()).collect();
+    let mut kinds: Vec<&str> = expected.iter().map(|(k, _)| k.as_str()).collect();
+    kinds.sort();
     assert_eq!(
         kinds,
         [
@@ -342,12 +344,13 @@ async fn two_management_servers_alert_once_and_the_standby_takes_over() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(cloud.sim().call_count("generateAlert"), 1);
     assert_eq!(cloud.sim().call_count("addAnnotation"), 1);
+    let (status, text) = instances[standby].health().await.unwrap();
     assert_eq!(
-        instances[standby].health().await,
-        Some((
+        (status, text.trim()),
+        (
             200,
-            "standby: another instance holds the lock in the CloudStack database".into()
-        ))
+            "standby: another instance holds the lock in the CloudStack database"
+        )
     );
     assert!(
         instances[standby]
@@ -392,12 +395,12 @@ async fn two_management_servers_alert_once_and_the_standby_takes_over() {
     assert_eq!(cloud.sim().call_count("addAnnotation"), 1);
 
     // A drift after the takeover is alerted once; the first one resolves and is archived.
+    cloud.sim().with_world(|w| w.add_map_row(&id, &worker));
+    mirror(&cloud, &db);
     let mut nodes = cloud.node_names(&id);
     nodes.push("stray".into());
     let refs: Vec<&str> = nodes.iter().map(String::as_str).collect();
     cloud.node(&id).kube.set_nodes(&refs);
-    cloud.sim().with_world(|w| w.add_map_row(&id, &worker));
-    mirror(&cloud, &db);
     {
         let s = &instances[standby];
         wait_for(
