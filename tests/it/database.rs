@@ -331,7 +331,7 @@ async fn two_management_servers_alert_once_and_the_standby_takes_over() {
         Instance::start(&cloud, "ms2"),
     ];
 
-    let active = active_of(&mut instances).await;
+    let active = active_of(&instances).await;
     let standby = 1 - active;
     {
         let [a, b] = &instances;
