@@ -819,7 +819,7 @@ fn with_and_without_database(sizes: &[usize], concurrency: usize) {
     }
     println!(
         "DB query: SELECTs the database server counted (Com_select) during the cycle: the \
-         schema check and the map query."
+         driver's read of the session's settings at login, the schema check and the map query."
     );
 }
 

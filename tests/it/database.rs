@@ -452,3 +452,75 @@ async fn a_check_that_loses_the_lock_mid_cycle_sends_nothing() {
     assert_eq!(cloud.sim().call_count("generateAlert"), 0);
     assert_eq!(cloud.sim().call_count("addAnnotation"), 0);
 }
+
+/// `validate-config --connect` with the cloud's config: its standard output.
+async fn validate(cloud: &TestCloud) -> (i32, Vec<String>) {
+    let config = cloud.write_config();
+    let out = tokio::process::Command::new(binary())
+        .args(["validate-config", "-c"])
+        .arg(&config)
+        .arg("--connect")
+        .env_remove("RUST_LOG")
+        .output()
+        .await
+        .expect("run cks-drift");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    (
+        out.status.code().unwrap_or(-1),
+        stdout
+            .lines()
+            .filter(|l| l.contains("database"))
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validate_config_connect_checks_the_login_the_schema_the_grants_and_the_lock() {
+    let db = PrivateMariaDb::start(Schema::V4_16);
+    let (mut cloud, _) = one_cluster().await;
+    mirror(&cloud, &db);
+    let base_extra = cloud.extra.clone();
+    use_database(&mut cloud, &db);
+    let (code, lines) = validate(&cloud).await;
+    let at = format!("127.0.0.1:{}/cloud", db.port());
+    assert_eq!(code, 0, "{lines:?}");
+    assert_eq!(
+        lines,
+        [
+            format!("ok: database: cksdrift@{at}: logged in"),
+            "ok: database: schema of CloudStack 4.16 or later; the VM map query read 3 rows of 1 clusters"
+                .to_string(),
+            "ok: database (lock): the lock can be taken and released".to_string(),
+        ]
+    );
+
+    // A user that may write is warned about; a wrong password is an error naming the fix.
+    db.sql(
+        "CREATE USER 'wide'@'127.0.0.1' IDENTIFIED BY 'wide-pw'; \
+         GRANT SELECT, INSERT, UPDATE ON cloud.* TO 'wide'@'127.0.0.1'",
+    );
+    let password = cloud.dir.path().join("wide_password");
+    std::fs::write(&password, "wide-pw").unwrap();
+    cloud.extra = format!(
+        "{base_extra}[database]\nurl = \"mysql://wide@{at}\"\npassword_file = \"{}\"\n",
+        password.display()
+    );
+    let (code, lines) = validate(&cloud).await;
+    assert_eq!(code, 0, "{lines:?}");
+    assert!(
+        lines.iter().any(|l| l
+            == "warning: database: wide may also INSERT, UPDATE: cks-drift only reads, so give it a user with SELECT on kubernetes_cluster, kubernetes_cluster_vm_map and vm_instance alone (see the README)"),
+        "{lines:?}"
+    );
+    std::fs::write(&password, "not-the-password").unwrap();
+    let (code, lines) = validate(&cloud).await;
+    assert_eq!(code, 2, "{lines:?}");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].starts_with(&format!(
+            "error: database: cannot connect to the database at {at}: error 1045 (28000): Access denied for user 'wide'"
+        )) && lines[0].ends_with("check database.url, the password (database.password_file or CKS_DRIFT_DB_PASSWORD) and that the user may log in from this host"),
+        "{lines:?}"
+    );
+}
