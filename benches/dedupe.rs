@@ -10,6 +10,7 @@ use cks_drift::time::Timestamp;
 
 fn observed(findings: usize) -> Vec<Observed> {
     vec![Observed {
+        blind_reason: None,
         id: "c1".into(),
         name: "web".into(),
         zone_id: Some("z1".into()),
@@ -39,6 +40,7 @@ fn main() {
         alerts: true,
         annotations: true,
         alert_cap: 5,
+        blind_after: cks_drift::config::DEFAULT_BLIND_AFTER,
     };
     println!("| findings | report step | resolve step | notifications queued |");
     println!("| ---: | ---: | ---: | ---: |");

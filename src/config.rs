@@ -95,6 +95,8 @@ pub struct CheckSettings {
     pub grace_period: Duration,
     /// Clusters checked at once (node listings in flight).
     pub concurrency: usize,
+    /// How long a cluster's nodes may go unlisted before it is a `blind` finding.
+    pub blind_after: Duration,
 }
 
 /// `[state]`.
@@ -245,6 +247,8 @@ pub const DEFAULT_STATE_PATH: &str = "/var/lib/cks-drift/state.json";
 pub const DEFAULT_KNOWN_HOSTS: &str = "/var/lib/cks-drift/known_hosts";
 pub const DEFAULT_COMMAND: &str = "sudo -n /opt/bin/kubectl get nodes -o name";
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9712";
+/// `check.blind_after`'s default.
+pub const DEFAULT_BLIND_AFTER: Duration = Duration::from_secs(30 * 60);
 
 /// Every key the file may hold, by table. Anything else is reported as unknown.
 const KNOWN_KEYS: &[(&str, &[&str])] = &[
@@ -282,6 +286,7 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "initial_delay",
             "grace_period",
             "concurrency",
+            "blind_after",
         ],
     ),
     ("state", &["path"]),
@@ -800,6 +805,7 @@ impl Config {
             initial_delay: r.duration("check.initial_delay", "0s", Duration::ZERO, DAY),
             grace_period: r.duration("check.grace_period", "15m", Duration::ZERO, 30 * DAY),
             concurrency: r.int("check.concurrency", 8, 1, 1024) as usize,
+            blind_after: r.duration("check.blind_after", "30m", Duration::ZERO, 30 * DAY),
         };
 
         let state_path = r

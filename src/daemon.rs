@@ -255,6 +255,7 @@ mod tests {
             delivered: Default::default(),
             pending: 4,
             state_error: None,
+            blind: Vec::new(),
         };
         assert_eq!(
             status_line(&tick, Timestamp::parse("2026-11-30T10:05:00Z").unwrap()),
@@ -276,6 +277,7 @@ mod tests {
             delivered: Default::default(),
             pending: 0,
             state_error: None,
+            blind: Vec::new(),
         };
         let line = status_line(&tick, Timestamp::parse("2026-11-30T10:10:00Z").unwrap());
         assert_eq!(

@@ -363,6 +363,7 @@ fn engine(scenario: &Scenario, dir: &Path, now: Timestamp) -> Result<Engine, Dem
             alerts: true,
             annotations: true,
             alert_cap: 5,
+            blind_after: crate::config::DEFAULT_BLIND_AFTER,
         },
         delivery: DeliverySettings {
             event_log: dir.join("events.jsonl"),

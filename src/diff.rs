@@ -42,6 +42,9 @@ pub enum MismatchKind {
     VmNotANode,
     /// The map lists fewer VMs than the cluster should have, and no unmapped VM explains it.
     MapCount,
+    /// The Kubernetes nodes could not be listed for `check.blind_after`: the node side has
+    /// not been compared since (decided by the dedupe step, which knows since when).
+    Blind,
 }
 
 impl MismatchKind {
@@ -52,23 +55,29 @@ impl MismatchKind {
             MismatchKind::NodeWithoutVm => "node_without_vm",
             MismatchKind::VmNotANode => "vm_not_a_node",
             MismatchKind::MapCount => "map_count",
+            MismatchKind::Blind => "blind",
         }
     }
 
     /// Which comparison found it: the map against the VMs, or against the Kubernetes nodes.
     pub fn side(self) -> Side {
         match self {
-            MismatchKind::MappedVm | MismatchKind::UnmappedVm | MismatchKind::MapCount => Side::Vms,
+            // A blind cluster is judged while its node side is frozen, like the VM side.
+            MismatchKind::MappedVm
+            | MismatchKind::UnmappedVm
+            | MismatchKind::MapCount
+            | MismatchKind::Blind => Side::Vms,
             MismatchKind::NodeWithoutVm | MismatchKind::VmNotANode => Side::Nodes,
         }
     }
 
-    pub const ALL: [MismatchKind; 5] = [
+    pub const ALL: [MismatchKind; 6] = [
         MismatchKind::MappedVm,
         MismatchKind::UnmappedVm,
         MismatchKind::NodeWithoutVm,
         MismatchKind::VmNotANode,
         MismatchKind::MapCount,
+        MismatchKind::Blind,
     ];
 }
 
@@ -109,7 +118,15 @@ pub enum Subject {
         shown: u32,
         expected: u32,
     },
+    /// The cluster's node listing, failing since `since` with `reason`.
+    Blind {
+        reason: String,
+        since: Timestamp,
+    },
 }
+
+/// The subject of every blind finding's key: one per cluster, whatever the reason.
+pub const BLIND_SUBJECT: &str = "nodes";
 
 /// One mismatch in one cluster: its kind and what it is about. Its wording for people is
 /// written in `wording`, once.
@@ -127,6 +144,7 @@ impl Mismatch {
             Subject::Vm(vm) => vm.id.clone(),
             Subject::Node(node) => node.clone(),
             Subject::MapRows { shown, expected } => format!("{shown}/{expected}"),
+            Subject::Blind { .. } => BLIND_SUBJECT.to_string(),
         };
         FindingKey {
             kind: self.kind,

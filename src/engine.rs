@@ -10,7 +10,7 @@ use crate::cloudstack::client::Client;
 use crate::config::Config;
 use crate::cycle::{ClusterStatus, CycleError, CycleReport, CycleSettings, run_cycle};
 use crate::database::lock::{Lock, Role};
-use crate::diff::Policy;
+use crate::diff::{MismatchKind, Policy};
 use crate::error_chain::error_chain;
 use crate::notify::{DeliveryCounts, DeliverySettings, deliver};
 use crate::remote::NodeLister;
@@ -77,6 +77,9 @@ pub struct Tick {
     pub pending: usize,
     /// The state could not be written: nothing was sent.
     pub state_error: Option<StateError>,
+    /// Clusters with an open `blind` finding: id, name, and since when their nodes have not
+    /// been listed.
+    pub blind: Vec<(String, String, Timestamp)>,
 }
 
 impl Engine {
@@ -116,6 +119,7 @@ impl Engine {
                 alerts: config.notify.alerts,
                 annotations: config.notify.annotations,
                 alert_cap: config.notify.alert_cap,
+                blind_after: config.check.blind_after,
             },
             delivery: DeliverySettings {
                 event_log: config.notify.event_log.clone(),
@@ -134,6 +138,7 @@ impl Engine {
             delivered: DeliveryCounts::new(),
             pending,
             state_error: None,
+            blind: Vec::new(),
         };
         if let Some(lock) = &self.lock {
             let pending = self.store.as_ref().map_or(0, |s| s.state.outbox.len());
@@ -163,6 +168,7 @@ impl Engine {
                 delivered: DeliveryCounts::new(),
                 pending: 0,
                 state_error: None,
+                blind: Vec::new(),
             };
         };
         // A cycle during which the lock was lost decides nothing: the instance that holds
@@ -178,6 +184,7 @@ impl Engine {
             delivered: DeliveryCounts::new(),
             pending: store.state.outbox.len(),
             state_error: None,
+            blind: Vec::new(),
         };
         if tick.report.is_ok() && store.recover {
             match crate::takeover::recover(&self.api, &mut store.state, now).await {
@@ -198,6 +205,7 @@ impl Engine {
             }
             tick.new = Some(outcome.new);
         }
+        tick.blind = blind_clusters(&store.state);
         // The state is written before anything is sent, also when the cycle failed and only
         // earlier notifications are queued: a crash after this point repeats deliveries
         // (recognised by their markers), it never forgets them; and while the state cannot be
@@ -244,9 +252,25 @@ pub fn observe(report: &mut CycleReport) -> Vec<Observed> {
                 ClusterStatus::Partial => Coverage::VmsOnly,
                 ClusterStatus::Skipped => Coverage::None,
             },
+            blind_reason: (c.status == ClusterStatus::Partial)
+                .then(|| crate::wording::blind_reason(c.node_failure, c.reason.as_deref())),
             mismatches: std::mem::take(&mut c.mismatches),
             mapped: c.mapped.clone(),
             expected_vms: c.expected_vms,
+        })
+        .collect()
+}
+
+/// The clusters whose `blind` finding is open, for the metrics.
+fn blind_clusters(state: &State) -> Vec<(String, String, Timestamp)> {
+    let key = crate::diff::FindingKey::new(MismatchKind::Blind, crate::diff::BLIND_SUBJECT);
+    let key = crate::state::side_key(&key);
+    state
+        .clusters
+        .iter()
+        .filter_map(|(id, c)| {
+            let r = c.vms.get(&key)?;
+            Some((id.clone(), c.name.clone(), r.blind_since.unwrap_or(r.since)))
         })
         .collect()
 }

@@ -76,6 +76,8 @@ struct Families {
     ssh_failures: BTreeMap<&'static str, u64>,
     notifications: BTreeMap<(&'static str, &'static str), u64>,
     map_reads: BTreeMap<&'static str, u64>,
+    /// Clusters with an open `blind` finding: id, name, since (Unix seconds).
+    blind: Vec<(String, String, i64)>,
 }
 
 /// Where a cycle read the map rows the API hides: the label of `cks_drift_map_reads_total`.
@@ -143,6 +145,7 @@ impl Metrics {
                 .flat_map(|&c| DELIVERY_OUTCOMES.iter().map(move |&o| ((c, o), 0)))
                 .collect(),
             map_reads: MAP_SOURCES.iter().map(|&s| (s, 0)).collect(),
+            blind: Vec::new(),
         };
         Metrics {
             check_enabled: AtomicBool::new(check_enabled),
@@ -198,6 +201,11 @@ impl Metrics {
         *f.map_reads
             .entry(map_source_label(&report.map_source))
             .or_default() += 1;
+        f.blind = tick
+            .blind
+            .iter()
+            .map(|(id, name, since)| (id.clone(), name.clone(), since.unix()))
+            .collect();
         f.clusters = CLUSTER_STATUSES
             .map(|s| report.clusters.iter().filter(|c| c.status == s).count() as u64);
         for count in f.open_mismatches.values_mut() {
@@ -373,6 +381,25 @@ impl Metrics {
                 "cks_drift_notifications_total",
                 &[("channel", channel), ("outcome", result)],
                 n,
+            );
+        }
+
+        header(
+            &mut out,
+            "cks_drift_blind_seconds",
+            "gauge",
+            "Per cluster with an open blind finding: seconds since its Kubernetes nodes were last listed (its last full comparison).",
+        );
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs() as i64;
+        for (id, name, since) in &f.blind {
+            sample(
+                &mut out,
+                "cks_drift_blind_seconds",
+                &[("cluster_id", id), ("cluster", name)],
+                now.saturating_sub(*since).max(0),
             );
         }
 

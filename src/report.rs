@@ -61,6 +61,7 @@ fn vm_state(m: &Mismatch) -> Option<String> {
     match &m.subject {
         Subject::Vm(vm) => Some(vm.state.clone()),
         Subject::MapRows { shown, expected } => Some(format!("{shown}/{expected}")),
+        Subject::Blind { since, .. } => Some(format!("since {since}")),
         Subject::Node(_) => None,
     }
 }

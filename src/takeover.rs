@@ -94,6 +94,10 @@ fn alert_marker_parts(description: &str) -> Option<(&str, FindingKey)> {
 fn finding(key: &FindingKey) -> Option<Mismatch> {
     let subject = match key.kind {
         MismatchKind::NodeWithoutVm => Subject::Node(key.subject.clone()),
+        MismatchKind::Blind => Subject::Blind {
+            reason: String::new(),
+            since: Timestamp::from_unix(0),
+        },
         MismatchKind::MapCount => {
             let (shown, expected) = key.subject.split_once('/')?;
             Subject::MapRows {

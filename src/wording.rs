@@ -103,6 +103,9 @@ fn hint(kind: MismatchKind) -> &'static str {
         MismatchKind::MapCount => {
             "Compare the cluster's VM map in the database with its VMs: rows may point to expunged or unknown VMs."
         }
+        MismatchKind::Blind => {
+            "Check SSH to the control node and kubectl there (validate-config --connect shows the step that fails); its node-side findings stay as they were until the nodes are listed again."
+        }
     }
 }
 
@@ -114,6 +117,37 @@ fn short_hint(kind: MismatchKind) -> &'static str {
         MismatchKind::NodeWithoutVm => "Check the node with kubectl.",
         MismatchKind::VmNotANode => "Check kubelet on the VM.",
         MismatchKind::MapCount => "Check the map rows in the database.",
+        MismatchKind::Blind => "Check SSH and kubectl on the control node.",
+    }
+}
+
+/// Why a cluster's nodes could not be listed, in plain words, from the failure's label
+/// (`NodeListError::reason`) and the cycle's reason (tenant text in it is bounded and escaped).
+pub fn blind_reason(label: Option<&str>, reason: Option<&str>) -> String {
+    let detail = reason
+        .unwrap_or("")
+        .trim_start_matches("nodes not listed: ")
+        .lines()
+        .next()
+        .unwrap_or("");
+    let detail = crate::untrusted::shown(detail, 200);
+    let what = match label {
+        Some("host_key") => {
+            "the SSH host key of the control node changed, which may mean a machine is posing as it: \
+             verify the new key on the node's console (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub) \
+             before replacing its line in ssh.known_hosts"
+        }
+        Some("connect") => "SSH to the control node is refused or unreachable",
+        Some("timeout") => "SSH or the node listing timed out",
+        Some("auth") => "SSH authentication was refused",
+        Some("command") => "the node listing command (kubectl) failed",
+        Some("output") => "the node listing's output could not be used",
+        _ => return detail,
+    };
+    if detail.is_empty() {
+        what.to_string()
+    } else {
+        format!("{what} ({detail})")
     }
 }
 
@@ -128,6 +162,7 @@ pub fn subject(m: &Mismatch) -> String {
         Subject::Vm(VmRef { id, name: None, .. }) => format!("VM {id}"),
         Subject::Node(node) => format!("node {node}"),
         Subject::MapRows { .. } => "VM map".to_string(),
+        Subject::Blind { .. } => "Kubernetes nodes".to_string(),
     }
 }
 
@@ -147,6 +182,7 @@ pub fn subject_with_state(m: &Mismatch) -> String {
         }) => format!("VM {id} ({state})"),
         Subject::Node(node) => format!("node {node}"),
         Subject::MapRows { shown, expected } => format!("map {shown}/{expected}"),
+        Subject::Blind { since, .. } => format!("nodes unseen since {since}"),
     }
 }
 
@@ -188,6 +224,9 @@ pub fn reason(cluster: &str, m: &Mismatch) -> String {
         (Subject::MapRows { shown, expected }, _) => format!(
             "Kubernetes cluster {cluster} should have {expected} VMs (control nodes + size + etcd nodes) but its VM map shows {shown}: {} map rows are missing or point to removed VMs",
             expected.saturating_sub(*shown)
+        ),
+        (Subject::Blind { reason, since }, _) => format!(
+            "Kubernetes nodes of cluster {cluster} have not been listed since {since}, so its VM map has not been compared with them: {reason}"
         ),
     }
 }
@@ -265,6 +304,10 @@ pub fn annotation_text(m: &Mismatch) -> String {
         ),
         Subject::MapRows { shown, expected } => format!(
             "The VM map of this cluster shows {shown} of {expected} VMs: rows are missing or point to removed VMs."
+        ),
+        Subject::Blind { reason, since } => format!(
+            "The nodes of this cluster have not been listed since {since}: {}.",
+            fit(reason, 120)
         ),
     };
     let body = format!("{what} Nothing was changed. {}", short_hint(m.kind));

@@ -122,6 +122,7 @@ fn tick(
         delivered,
         pending,
         state_error: None,
+        blind: Vec::new(),
     }
 }
 
@@ -148,7 +149,7 @@ fn at(secs: f64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs_f64(secs)
 }
 
-const HEADERS: [(&str, &str); 12] = [
+const HEADERS: [(&str, &str); 13] = [
     ("cks_drift_check_enabled", "gauge"),
     ("cks_drift_role", "gauge"),
     ("cks_drift_map_reads_total", "counter"),
@@ -160,6 +161,7 @@ const HEADERS: [(&str, &str); 12] = [
     ("cks_drift_api_requests_total", "counter"),
     ("cks_drift_ssh_failures_total", "counter"),
     ("cks_drift_notifications_total", "counter"),
+    ("cks_drift_blind_seconds", "gauge"),
     ("cks_drift_notifications_pending", "gauge"),
 ];
 
@@ -192,6 +194,7 @@ fn a_fresh_daemon_shows_every_family_with_zeroes() {
             "cks_drift_open_mismatches{kind=\"node_without_vm\"} 0",
             "cks_drift_open_mismatches{kind=\"vm_not_a_node\"} 0",
             "cks_drift_open_mismatches{kind=\"map_count\"} 0",
+            "cks_drift_open_mismatches{kind=\"blind\"} 0",
             "cks_drift_ssh_failures_total{reason=\"auth\"} 0",
             "cks_drift_ssh_failures_total{reason=\"command\"} 0",
             "cks_drift_ssh_failures_total{reason=\"connect\"} 0",
@@ -299,6 +302,7 @@ async fn a_tick_shows_its_figures() {
             "cks_drift_open_mismatches{kind=\"node_without_vm\"} 0",
             "cks_drift_open_mismatches{kind=\"vm_not_a_node\"} 0",
             "cks_drift_open_mismatches{kind=\"map_count\"} 0",
+            "cks_drift_open_mismatches{kind=\"blind\"} 0",
             "cks_drift_api_requests_total{command=\"listHosts\",outcome=\"error\"} 1",
             "cks_drift_api_requests_total{command=\"listZones\",outcome=\"ok\"} 2",
             "cks_drift_ssh_failures_total{reason=\"auth\"} 1",

@@ -81,6 +81,19 @@ pub struct ClusterState {
     /// Its nodes could not be listed in the last cycle that checked it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub nodes_failed: bool,
+    /// When its three views were last all compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compared_at: Option<Timestamp>,
+    /// While its nodes cannot be listed: since when they have not been (the last full
+    /// comparison, or the first failure), and for how many cycles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unseen_since: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unseen_cycles: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl ClusterState {
@@ -117,6 +130,11 @@ pub struct Reported {
     pub shown: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected: Option<u32>,
+    /// For `blind`: why the nodes could not be listed, and since when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blind_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blind_since: Option<Timestamp>,
     pub since: Timestamp,
 }
 
@@ -130,6 +148,8 @@ impl Reported {
             node: None,
             shown: None,
             expected: None,
+            blind_reason: None,
+            blind_since: None,
             since,
         };
         match &m.subject {
@@ -142,6 +162,10 @@ impl Reported {
             Subject::MapRows { shown, expected } => {
                 r.shown = Some(*shown);
                 r.expected = Some(*expected);
+            }
+            Subject::Blind { reason, since } => {
+                r.blind_reason = Some(reason.clone());
+                r.blind_since = Some(*since);
             }
         }
         r
@@ -158,6 +182,10 @@ impl Reported {
             MismatchKind::MapCount => Subject::MapRows {
                 shown: self.shown?,
                 expected: self.expected?,
+            },
+            MismatchKind::Blind => Subject::Blind {
+                reason: self.blind_reason.clone().unwrap_or_default(),
+                since: self.blind_since.unwrap_or(self.since),
             },
             _ => Subject::Vm(VmRef {
                 id: self.vm_id.clone()?,

@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use crate::diff::{FindingKey, GONE_EXPUNGED, GONE_MISSING, Mismatch, MismatchKind, Side};
+use crate::diff::{FindingKey, GONE_EXPUNGED, GONE_MISSING, Mismatch, MismatchKind, Side, Subject};
 use crate::snapshot::{PreviousMap, VanishedHow};
 use crate::state::{
     Level, Notification, Outgoing, Reported, State, VanishedRecord, record_key, side_key,
@@ -41,6 +41,8 @@ pub struct Observed {
     pub mapped: Vec<(String, String)>,
     /// `controlnodes + size + etcdnodes`.
     pub expected_vms: u32,
+    /// Why the nodes could not be listed, in plain words (with `VmsOnly`).
+    pub blind_reason: Option<String>,
 }
 
 /// `(cluster id, key)` of the findings first reported by a step.
@@ -53,6 +55,9 @@ pub struct StepSettings {
     pub annotations: bool,
     /// New mismatches of one cluster in one cycle that get an alert each; the rest share one.
     pub alert_cap: usize,
+    /// How long a cluster's nodes may go unlisted (and at least two cycles) before that is a
+    /// finding of its own.
+    pub blind_after: std::time::Duration,
 }
 
 /// What a step decided besides the new state.
@@ -156,6 +161,42 @@ fn event(
     }
 }
 
+/// The blind finding of a cluster whose nodes have gone unlisted for `blind_after` and at
+/// least two cycles, keeping count in `entry`: since the last full comparison, or since the
+/// first failure of a cluster never compared. A skipped cluster changes nothing.
+fn blind_finding(
+    entry: &mut crate::state::ClusterState,
+    c: &Observed,
+    blind_after: std::time::Duration,
+    now: Timestamp,
+) -> Option<Mismatch> {
+    match c.coverage {
+        Coverage::None => None,
+        Coverage::Full => {
+            entry.compared_at = Some(now);
+            entry.unseen_since = None;
+            entry.unseen_cycles = 0;
+            None
+        }
+        Coverage::VmsOnly => {
+            entry.unseen_cycles = entry.unseen_cycles.saturating_add(1);
+            let since = *entry
+                .unseen_since
+                .get_or_insert(entry.compared_at.unwrap_or(now));
+            (entry.unseen_cycles >= 2 && since <= now.minus(blind_after)).then(|| Mismatch {
+                kind: MismatchKind::Blind,
+                subject: Subject::Blind {
+                    reason: c
+                        .blind_reason
+                        .clone()
+                        .unwrap_or_else(|| "the nodes could not be listed".into()),
+                    since,
+                },
+            })
+        }
+    }
+}
+
 /// Applies what one cycle observed to the state and queues the notifications it calls for.
 /// An empty observation is not taken as "every cluster is gone" (a key that lost its rights
 /// sees nothing).
@@ -174,6 +215,7 @@ pub fn step(
         entry.name = c.name.clone();
         entry.zone_id = c.zone_id.clone().or(entry.zone_id);
 
+        let blind = blind_finding(&mut entry, c, settings.blind_after, now);
         let sides: &[Side] = match c.coverage {
             Coverage::Full => &[Side::Vms, Side::Nodes],
             Coverage::VmsOnly => &[Side::Vms],
@@ -186,6 +228,7 @@ pub fn step(
             let fresh: BTreeMap<String, &Mismatch> = c
                 .mismatches
                 .iter()
+                .chain(&blind)
                 .filter(|m| m.side() == side)
                 .map(|m| (side_key(&m.key()), m))
                 .collect();

@@ -63,6 +63,8 @@ impl ReportedV1 {
             .flatten()
             .and_then(|(s, e)| Some((s.parse().ok()?, e.parse().ok()?)));
         Reported {
+            blind_reason: None,
+            blind_since: None,
             vm_state: if counts.is_some() { None } else { m.vm_state },
             shown: counts.map(|c| c.0),
             expected: counts.map(|c| c.1),
@@ -101,6 +103,9 @@ impl StateV1 {
                             expected_vms: c.expected_vms,
                             vanished: c.vanished,
                             nodes_failed: false,
+                            compared_at: None,
+                            unseen_since: None,
+                            unseen_cycles: 0,
                         },
                     )
                 })
@@ -190,6 +195,7 @@ mod tests {
 
         // The findings are still there: nothing new, nothing resolved, nothing queued.
         let observed = [Observed {
+            blind_reason: None,
             id: CLUSTER.into(),
             name: "web".into(),
             zone_id: Some("5d1c00c8-7a2b-4c3d-8e9f-0a1b2c3d4e5f".into()),
@@ -202,6 +208,7 @@ mod tests {
             alerts: true,
             annotations: true,
             alert_cap: 3,
+            blind_after: crate::config::DEFAULT_BLIND_AFTER,
         };
         let outcome = step(&mut state, &observed, &settings, now);
         assert!(outcome.new.is_empty(), "{:?}", outcome.new);

@@ -100,6 +100,7 @@ fn the_longest_texts_fit_cloudstack_and_keep_their_marker() {
             Subject::Vm(vm) => assert!(a.contains(vm.name.as_deref().unwrap()), "{a}"),
             Subject::Node(node) => assert!(a.contains(&node[..100]), "{a}"),
             Subject::MapRows { .. } => assert!(a.contains("shows 1000 of 1003 VMs"), "{a}"),
+            Subject::Blind { .. } => assert!(a.contains("have not been listed since"), "{a}"),
         }
     }
     let all = longest_findings();

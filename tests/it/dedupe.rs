@@ -561,6 +561,7 @@ async fn a_failed_probe_skips_the_cluster_and_keeps_its_state() {
         alerts: true,
         annotations: true,
         alert_cap: 5,
+        blind_after: cks_drift::config::DEFAULT_BLIND_AFTER,
     };
     let mut state = State::default();
 

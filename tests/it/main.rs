@@ -1,6 +1,7 @@
 //! Integration tests: the fake CloudStack, a real OpenSSH sshd on loopback and the real
 //! kubectl against a small fake Kubernetes API.
 
+mod blind;
 mod check;
 mod cli;
 mod daemon;

@@ -147,6 +147,7 @@ impl Ticker for Fake {
                 delivered: Default::default(),
                 pending: 0,
                 state_error: None,
+                blind: Vec::new(),
             }
         }
     }

@@ -34,6 +34,7 @@ fn key(s: &str) -> FindingKey {
 /// What a cycle observed of cluster `c1` (`web`).
 fn cluster(coverage: Coverage, mismatches: Vec<Mismatch>) -> Observed {
     Observed {
+        blind_reason: None,
         id: "c1".into(),
         name: "web".into(),
         zone_id: Some("z1".into()),
@@ -53,6 +54,7 @@ const ON: StepSettings = StepSettings {
     alerts: true,
     annotations: true,
     alert_cap: 5,
+    blind_after: crate::config::DEFAULT_BLIND_AFTER,
 };
 
 /// The queued notifications, as short strings, and the outbox emptied (as if delivered).
@@ -395,6 +397,7 @@ fn channels_off_queue_only_events() {
         alerts: false,
         annotations: false,
         alert_cap: 5,
+        blind_after: crate::config::DEFAULT_BLIND_AFTER,
     };
     step(
         &mut s,
@@ -468,6 +471,7 @@ fn a_cluster_holds_at_most_alert_cap_alerts_and_one_summary() {
         alerts: true,
         annotations: false,
         alert_cap: 2,
+        blind_after: crate::config::DEFAULT_BLIND_AFTER,
     };
     let nodes = |range: std::ops::Range<u32>| -> Vec<Mismatch> {
         range
@@ -545,4 +549,91 @@ fn drain_recorded(state: &mut State) -> Vec<String> {
         }
     }
     out
+}
+
+#[test]
+fn nodes_unlisted_for_blind_after_are_one_finding_that_resolves_when_they_are_listed() {
+    let mut s = State::default();
+    let partial = |reason: &str| {
+        let mut c = cluster(Coverage::VmsOnly, vec![]);
+        c.blind_reason = Some(reason.into());
+        c
+    };
+    // Compared fully at 0 with a node-side finding open.
+    step(
+        &mut s,
+        &[cluster(Coverage::Full, vec![m(NodeWithoutVm, "stray")])],
+        &ON,
+        at(0),
+    );
+    drain(&mut s);
+    // Unlisted from 5 on: within blind_after (30 min) nothing is said.
+    for min in [5, 10, 20, 29] {
+        let out = step(&mut s, &[partial("SSH refused")], &ON, at(min));
+        assert!(out.new.is_empty(), "at {min}");
+        assert_eq!(drain(&mut s), Vec::<String>::new(), "at {min}");
+    }
+    // 30 minutes after the last full comparison: one finding, whatever the reason says next.
+    let out = step(&mut s, &[partial("SSH timed out")], &ON, at(30));
+    assert_eq!(out.new, [("c1".to_string(), key("blind:nodes"))].into());
+    assert_eq!(
+        drain(&mut s),
+        [
+            "event Warn blind:nodes",
+            "annotate blind:nodes",
+            "alert blind:nodes"
+        ]
+    );
+    let blind = &out.open["c1"];
+    assert!(
+        blind.iter().any(|m| m.subject
+            == Subject::Blind {
+                reason: "SSH timed out".into(),
+                since: at(0)
+            }),
+        "{blind:?}"
+    );
+    // The node-side finding stays open, neither resolved nor reported again.
+    assert!(blind.iter().any(|m| m.kind == NodeWithoutVm), "{blind:?}");
+    for min in [35, 40] {
+        let out = step(&mut s, &[partial("SSH refused")], &ON, at(min));
+        assert!(out.new.is_empty());
+        assert_eq!(drain(&mut s), Vec::<String>::new());
+    }
+    // Listed again: the blind finding resolves; the node side is judged again.
+    step(
+        &mut s,
+        &[cluster(Coverage::Full, vec![m(NodeWithoutVm, "stray")])],
+        &ON,
+        at(45),
+    );
+    assert_eq!(
+        drain(&mut s),
+        [
+            "archive blind:nodes",
+            "unannotate blind:nodes",
+            "event Info  The VM map of Kubernetes cluster web matches the VMs of the cluster in CloudStack again"
+        ]
+    );
+}
+
+#[test]
+fn a_cluster_never_compared_is_blind_from_its_first_failure_and_after_two_cycles_at_least() {
+    let mut s = State::default();
+    let settings = StepSettings {
+        blind_after: std::time::Duration::ZERO,
+        ..ON
+    };
+    let partial = cluster(Coverage::VmsOnly, vec![]);
+    let out = step(&mut s, std::slice::from_ref(&partial), &settings, at(0));
+    assert!(out.new.is_empty(), "one cycle is not enough");
+    // A skipped cycle changes nothing.
+    step(&mut s, &[cluster(Coverage::None, vec![])], &settings, at(5));
+    let out = step(&mut s, std::slice::from_ref(&partial), &settings, at(10));
+    assert_eq!(out.new, [("c1".to_string(), key("blind:nodes"))].into());
+    assert!(out.open["c1"].iter().any(|m| m.subject
+        == Subject::Blind {
+            reason: "the nodes could not be listed".into(),
+            since: at(0)
+        }));
 }

@@ -32,6 +32,8 @@ pub struct TestCloud {
     /// so use `set` for the tables the harness writes).
     pub extra: String,
     pub grace_period: String,
+    /// Extra lines of the `[check]` table.
+    pub check_extra: String,
 }
 
 impl TestCloud {
@@ -46,6 +48,7 @@ impl TestCloud {
             nodes: Vec::new(),
             extra: String::new(),
             grace_period: "15m".into(),
+            check_extra: String::new(),
         }
     }
 
@@ -200,6 +203,7 @@ command = "{command}"
 [check]
 grace_period = "{grace}"
 concurrency = 4
+{check_extra}
 
 [state]
 path = "{state}"
@@ -213,6 +217,7 @@ listen = ""
             known_hosts = self.dir.path().join("known_hosts").display(),
             state = self.state_path().display(),
             grace = self.grace_period,
+            check_extra = self.check_extra,
             extra = self.extra,
         );
         let path = self.dir.path().join("cks-drift.toml");
