@@ -19,7 +19,7 @@ use super::{Database, DbError};
 
 /// The lock's name: per database, so that two clouds on one server do not exclude each other
 /// (a name is at most 64 characters).
-pub const LOCK_NAME: &str = "LEFT(CONCAT('cks-drift.', DATABASE()), 64)";
+const LOCK_NAME: &str = "LEFT(CONCAT('cks-drift.', DATABASE()), 64)";
 
 /// What an instance does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

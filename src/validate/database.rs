@@ -4,7 +4,7 @@
 use super::{Finding, Severity};
 use crate::config::DatabaseSettings;
 use crate::database::Database;
-use crate::database::lock::LOCK_NAME;
+use crate::database::lock::Lock;
 
 /// Privileges a `SHOW GRANTS` line may give without a warning: cks-drift only reads.
 fn broader_than_select(grant: &str) -> Option<String> {
@@ -82,53 +82,26 @@ pub async fn connect(settings: &DatabaseSettings) -> Vec<Finding> {
             return out;
         }
     }
-    let held: Result<Vec<Option<i64>>, _> = db
-        .query(
-            &mut conn,
-            "the lock check",
-            &format!("SELECT IS_USED_LOCK({LOCK_NAME})"),
-        )
-        .await;
-    match held {
-        Ok(rows) if rows.first().is_some_and(Option::is_some) => out.push(Finding::new(
+    let _ = conn.disconnect().await;
+    // The lock as an instance takes it, on a connection of its own.
+    let lock = Lock::new(db, settings.lock_interval);
+    match lock.try_acquire().await {
+        Ok(true) => {
+            lock.release().await;
+            out.push(Finding::new(
+                Severity::Ok,
+                "database (lock)",
+                "the lock can be taken and released",
+            ));
+        }
+        Ok(false) => out.push(Finding::new(
             Severity::Ok,
             "database (lock)",
             "the lock is held by another connection: a running instance checks, and one started \
              with this config would stand by",
         )),
-        Ok(_) => {
-            let taken: Result<Vec<Option<i64>>, _> = db
-                .query(
-                    &mut conn,
-                    "the lock request",
-                    &format!("SELECT GET_LOCK({LOCK_NAME}, 0)"),
-                )
-                .await;
-            match taken {
-                Ok(rows) if rows.first() == Some(&Some(1)) => {
-                    let _: Result<Vec<Option<i64>>, _> = db
-                        .query(
-                            &mut conn,
-                            "the lock release",
-                            &format!("SELECT RELEASE_LOCK({LOCK_NAME})"),
-                        )
-                        .await;
-                    out.push(Finding::new(
-                        Severity::Ok,
-                        "database (lock)",
-                        "the lock can be taken and released",
-                    ));
-                }
-                Ok(_) => out.push(Finding::warning(
-                    "database (lock)",
-                    "the lock was taken by another connection meanwhile",
-                )),
-                Err(e) => out.push(Finding::error("database (lock)", e.to_string())),
-            }
-        }
         Err(e) => out.push(Finding::error("database (lock)", e.to_string())),
     }
-    let _ = conn.disconnect().await;
     out
 }
 

@@ -56,6 +56,14 @@ fn longest_findings() -> Vec<Mismatch> {
             expected: 1003,
         },
     });
+    // The longest blind reason: the host key's advice with 200 characters of tenant detail.
+    out.push(Mismatch {
+        kind: MismatchKind::Blind,
+        subject: Subject::Blind {
+            reason: blind_reason(Some("host_key"), Some(&"k\x1b".repeat(200))),
+            since: crate::time::Timestamp::from_unix(1_800_000_000),
+        },
+    });
     out
 }
 
