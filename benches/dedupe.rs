@@ -41,6 +41,7 @@ fn main() {
         annotations: true,
         alert_cap: 5,
         blind_after: cks_drift::config::DEFAULT_BLIND_AFTER,
+        storm: cks_drift::config::StormThreshold::Off,
     };
     println!("| findings | report step | resolve step | notifications queued |");
     println!("| ---: | ---: | ---: | ---: |");

@@ -118,6 +118,73 @@ pub struct NotifySettings {
     pub annotations: bool,
     /// JSON-lines event log.
     pub event_log: PathBuf,
+    /// How many clusters with new findings in one cycle make a storm.
+    pub storm_clusters: StormThreshold,
+}
+
+/// The fewest clusters a percentage in `notify.storm_clusters` stands for: in a small cloud,
+/// a few clusters drifting at once are still told one by one.
+pub const STORM_MIN_CLUSTERS: usize = 5;
+
+/// `notify.storm_clusters`: more clusters than this with new findings in one cycle are a
+/// storm, told in one alert while the per-finding alerts and annotations wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StormThreshold {
+    /// Every finding is told on its own, however many come at once.
+    Off,
+    /// A number of clusters.
+    Clusters(usize),
+    /// A percentage of the clusters checked in the cycle, and never fewer than
+    /// [`STORM_MIN_CLUSTERS`].
+    Percent(u32),
+}
+
+impl StormThreshold {
+    /// The number of clusters for a cycle that checked `checked`; `None` when storms are off.
+    pub fn clusters(self, checked: usize) -> Option<usize> {
+        match self {
+            StormThreshold::Off => None,
+            StormThreshold::Clusters(n) => Some(n),
+            StormThreshold::Percent(p) => {
+                Some((checked * p as usize / 100).max(STORM_MIN_CLUSTERS))
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for StormThreshold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StormThreshold::Off => f.write_str("off"),
+            StormThreshold::Clusters(n) => write!(f, "{n}"),
+            StormThreshold::Percent(p) => write!(f, "{p}%"),
+        }
+    }
+}
+
+/// `notify.storm_clusters`'s default: Cluster API's MachineHealthCheck and cluster-autoscaler
+/// stop acting one by one at a share of the fleet of this order.
+pub const DEFAULT_STORM_CLUSTERS: StormThreshold = StormThreshold::Percent(20);
+
+/// Reads `notify.storm_clusters`: a number, `"<p>%"` or `"off"`.
+pub fn parse_storm_clusters(value: &toml::Value) -> Result<StormThreshold, String> {
+    const HOW: &str = "give a number of clusters (e.g. 10), a percentage of the checked clusters (e.g. \"20%\"), or \"off\"";
+    match value {
+        toml::Value::Integer(n) if (1..=1_000_000).contains(n) => {
+            Ok(StormThreshold::Clusters(*n as usize))
+        }
+        toml::Value::Integer(n) => Err(format!("is {n}; {HOW}")),
+        toml::Value::String(s) if s.trim() == "off" => Ok(StormThreshold::Off),
+        toml::Value::String(s) => match s.trim().strip_suffix('%').map(|p| p.trim().parse::<u32>())
+        {
+            Some(Ok(p)) if (1..=100).contains(&p) => Ok(StormThreshold::Percent(p)),
+            _ => Err(format!("is {s:?}; {HOW}")),
+        },
+        other => Err(format!(
+            "must be a number or a string, not {}; {HOW}",
+            other.type_str()
+        )),
+    }
 }
 
 /// `[http]`.
@@ -298,6 +365,7 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "alert_cap",
             "annotations",
             "event_log",
+            "storm_clusters",
         ],
     ),
     ("http", &["listen"]),
@@ -835,6 +903,13 @@ impl Config {
             alert_cap: r.int("notify.alert_cap", 5, 1, 1000) as usize,
             annotations: r.bool("notify.annotations", true),
             event_log,
+            storm_clusters: match r.value("notify.storm_clusters") {
+                None => DEFAULT_STORM_CLUSTERS,
+                Some(v) => parse_storm_clusters(v).unwrap_or_else(|e| {
+                    r.problem("notify.storm_clusters", e);
+                    DEFAULT_STORM_CLUSTERS
+                }),
+            },
         };
 
         let listen_text = r

@@ -256,6 +256,7 @@ mod tests {
             pending: 4,
             state_error: None,
             blind: Vec::new(),
+            storm: None,
         };
         assert_eq!(
             status_line(&tick, Timestamp::parse("2026-11-30T10:05:00Z").unwrap()),
@@ -278,6 +279,7 @@ mod tests {
             pending: 0,
             state_error: None,
             blind: Vec::new(),
+            storm: None,
         };
         let line = status_line(&tick, Timestamp::parse("2026-11-30T10:10:00Z").unwrap());
         assert_eq!(

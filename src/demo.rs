@@ -364,6 +364,7 @@ fn engine(scenario: &Scenario, dir: &Path, now: Timestamp) -> Result<Engine, Dem
             annotations: true,
             alert_cap: 5,
             blind_after: crate::config::DEFAULT_BLIND_AFTER,
+            storm: crate::config::DEFAULT_STORM_CLUSTERS,
         },
         delivery: DeliverySettings {
             event_log: dir.join("events.jsonl"),

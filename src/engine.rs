@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use tracing::error;
+use tracing::{error, info, warn};
 
 use crate::cloudstack::client::Client;
 use crate::config::Config;
@@ -17,7 +17,9 @@ use crate::remote::NodeLister;
 use crate::remote::ssh::SshNodeLister;
 use crate::state::State;
 use crate::state::file::{StateError, StateFile};
-use crate::state::step::{Coverage, NewKeys, Observed, StepSettings, previous_maps, step};
+use crate::state::step::{
+    Coverage, NewKeys, Observed, StepSettings, StormChange, previous_maps, step,
+};
 use crate::time::Timestamp;
 
 /// The persisted state and its (locked) file.
@@ -80,6 +82,8 @@ pub struct Tick {
     /// Clusters with an open `blind` finding: id, name, and since when their nodes have not
     /// been listed.
     pub blind: Vec<(String, String, Timestamp)>,
+    /// The storm under way after the tick: since when, and the findings it holds.
+    pub storm: Option<(Timestamp, usize)>,
 }
 
 impl Engine {
@@ -120,6 +124,7 @@ impl Engine {
                 annotations: config.notify.annotations,
                 alert_cap: config.notify.alert_cap,
                 blind_after: config.check.blind_after,
+                storm: config.notify.storm_clusters,
             },
             delivery: DeliverySettings {
                 event_log: config.notify.event_log.clone(),
@@ -139,6 +144,7 @@ impl Engine {
             pending,
             state_error: None,
             blind: Vec::new(),
+            storm: None,
         };
         if let Some(lock) = &self.lock {
             let pending = self.store.as_ref().map_or(0, |s| s.state.outbox.len());
@@ -169,6 +175,7 @@ impl Engine {
                 pending: 0,
                 state_error: None,
                 blind: Vec::new(),
+                storm: None,
             };
         };
         // A cycle during which the lock was lost decides nothing: the instance that holds
@@ -185,6 +192,7 @@ impl Engine {
             pending: store.state.outbox.len(),
             state_error: None,
             blind: Vec::new(),
+            storm: None,
         };
         if tick.report.is_ok() && store.recover {
             match crate::takeover::recover(&self.api, &mut store.state, now).await {
@@ -204,8 +212,14 @@ impl Engine {
                 c.mismatches = outcome.open.get(&c.id).cloned().unwrap_or_default();
             }
             tick.new = Some(outcome.new);
+            log_storm(outcome.storm.as_ref());
         }
         tick.blind = blind_clusters(&store.state);
+        tick.storm = store
+            .state
+            .storm
+            .as_ref()
+            .map(|s| (s.since, held(&store.state)));
         // The state is written before anything is sent, also when the cycle failed and only
         // earlier notifications are queued: a crash after this point repeats deliveries
         // (recognised by their markers), it never forgets them; and while the state cannot be
@@ -259,6 +273,45 @@ pub fn observe(report: &mut CycleReport) -> Vec<Observed> {
             expected_vms: c.expected_vms,
         })
         .collect()
+}
+
+/// One WARN when a storm begins, one INFO when it ends.
+fn log_storm(change: Option<&StormChange>) {
+    match change {
+        None => {}
+        Some(StormChange::Began {
+            clusters,
+            checked,
+            threshold,
+            findings,
+        }) => warn!(
+            clusters,
+            checked,
+            threshold,
+            findings,
+            "storm: new findings in more clusters at once than notify.storm_clusters; one storm alert is raised and the findings' own alerts and annotations are held until it ends"
+        ),
+        Some(StormChange::Ended {
+            since,
+            held,
+            released,
+        }) => info!(
+            %since,
+            held,
+            released,
+            "the storm is over; the findings still open are alerted and annotated one by one, those resolved meanwhile never"
+        ),
+    }
+}
+
+/// Findings whose alert and annotation a storm holds.
+fn held(state: &State) -> usize {
+    state
+        .clusters
+        .values()
+        .flat_map(|c| c.vms.values().chain(c.nodes.values()))
+        .filter(|r| r.held)
+        .count()
 }
 
 /// The clusters whose `blind` finding is open, for the metrics.

@@ -78,6 +78,8 @@ struct Families {
     map_reads: BTreeMap<&'static str, u64>,
     /// Clusters with an open `blind` finding: id, name, since (Unix seconds).
     blind: Vec<(String, String, i64)>,
+    /// The findings a storm under way holds (none without one).
+    storm: Option<usize>,
 }
 
 /// Where a cycle read the map rows the API hides: the label of `cks_drift_map_reads_total`.
@@ -146,6 +148,7 @@ impl Metrics {
                 .collect(),
             map_reads: MAP_SOURCES.iter().map(|&s| (s, 0)).collect(),
             blind: Vec::new(),
+            storm: None,
         };
         Metrics {
             check_enabled: AtomicBool::new(check_enabled),
@@ -206,6 +209,7 @@ impl Metrics {
             .iter()
             .map(|(id, name, since)| (id.clone(), name.clone(), since.unix()))
             .collect();
+        f.storm = tick.storm.map(|(_, held)| held);
         f.clusters = CLUSTER_STATUSES
             .map(|s| report.clusters.iter().filter(|c| c.status == s).count() as u64);
         for count in f.open_mismatches.values_mut() {
@@ -402,6 +406,31 @@ impl Metrics {
                 now.saturating_sub(*since).max(0),
             );
         }
+
+        header(
+            &mut out,
+            "cks_drift_storm",
+            "gauge",
+            "1 while a storm lasts: new findings came in more clusters at once than notify.storm_clusters, and their alerts and annotations are held.",
+        );
+        sample(
+            &mut out,
+            "cks_drift_storm",
+            &[],
+            u64::from(f.storm.is_some()),
+        );
+        header(
+            &mut out,
+            "cks_drift_storm_held_findings",
+            "gauge",
+            "Findings whose alert and annotation the storm under way holds; each is in the event log and the report.",
+        );
+        sample(
+            &mut out,
+            "cks_drift_storm_held_findings",
+            &[],
+            f.storm.unwrap_or(0) as u64,
+        );
 
         header(
             &mut out,

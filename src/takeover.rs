@@ -11,7 +11,8 @@
 //! Only what the markers say is rebuilt. A key written as a digest (a long node name) cannot
 //! be read back: its alert and annotation are recorded under the digest, which no finding
 //! has, so the next cycle archives and removes them and reports that finding once more.
-//! Summary alerts are left alone.
+//! Summary alerts are left alone. A storm alert means a storm is under way: it goes on, its
+//! findings (read back as never told) are held again, and it ends as storms do.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -22,7 +23,7 @@ use crate::cloudstack::error::ApiError;
 use crate::cloudstack::model::{Alert, Annotation};
 use crate::diff::{FindingKey, Mismatch, MismatchKind, Subject, VmRef};
 use crate::notify::alerts::ALERT_NAME;
-use crate::state::{AlertRecord, Reported, State, record_key, side_key};
+use crate::state::{AlertRecord, Reported, STORM_SCOPE, State, Storm, record_key, side_key};
 use crate::time::Timestamp;
 use crate::wording::{marked_key, marker_parts};
 
@@ -87,6 +88,14 @@ fn forget_resolved(state: &mut State, alerts: &HashSet<&str>, notes: &HashSet<&s
 fn alert_marker_parts(description: &str) -> Option<(&str, FindingKey)> {
     let (cluster, key) = marker_parts(description)?;
     Some((cluster?, FindingKey::parse(key)?))
+}
+
+/// The key of a storm alert's marker, `[cks-drift cloud/storm:<time>]`.
+fn storm_marker_key(description: &str) -> Option<&str> {
+    match marker_parts(description)? {
+        (Some(STORM_SCOPE), key) if key.starts_with("storm:") => Some(key),
+        _ => None,
+    }
 }
 
 /// The finding a key stands for, as far as the key tells: the VM's name and state, not in it,
@@ -159,6 +168,30 @@ pub async fn recover(
         &notes.iter().map(|n| n.id.as_str()).collect(),
     );
     for a in &alerts {
+        if let Some(key) = a.description.as_deref().and_then(storm_marker_key) {
+            // A storm under way: it goes on, and ends as storms do.
+            let since = a.sent.as_deref().and_then(Timestamp::parse).unwrap_or(now);
+            state.alerts.insert(
+                record_key(STORM_SCOPE, key),
+                AlertRecord {
+                    alert_id: a.id.clone(),
+                    alert_type: a.r#type.and_then(|t| u32::try_from(t).ok()).unwrap_or(0),
+                    zone_id: a.zoneid.clone(),
+                    covers: vec![],
+                },
+            );
+            if state.storm.is_none() {
+                state.storm = Some(Storm {
+                    since,
+                    key: key.to_string(),
+                    clusters: 0,
+                    checked: 0,
+                    held: 0,
+                });
+            }
+            got.alerts += 1;
+            continue;
+        }
         let Some((cluster, key)) = a.description.as_deref().and_then(alert_marker_parts) else {
             continue;
         };
@@ -228,6 +261,12 @@ mod tests {
         assert!(alert_marker_parts("x [cks-drift c1/summary:20270115T080000Z]").is_none());
         assert!(alert_marker_parts("x [cks-drift c1/node_without_vm:#0123456789ab]").is_some());
         assert!(alert_marker_parts("no marker").is_none());
+        assert_eq!(
+            storm_marker_key("x [cks-drift cloud/storm:20270115T080000Z]"),
+            Some("storm:20270115T080000Z")
+        );
+        assert_eq!(storm_marker_key("x [cks-drift c1/unmapped_vm:v1]"), None);
+        assert_eq!(storm_marker_key("x [cks-drift cloud/summary:2027]"), None);
     }
 
     #[test]

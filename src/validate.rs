@@ -252,6 +252,14 @@ fn setting_warnings(raw: &Raw<'_>) -> Vec<Finding> {
             ),
         ));
     }
+    if raw.str("notify.storm_clusters").map(str::trim) == Some("off") {
+        out.push(Finding::warning(
+            "notify.storm_clusters",
+            "is \"off\": every finding is alerted on its own however many come at once, so one \
+             outage (storage, network, SSH across the cloud) sends an alert and an annotation per \
+             finding; the default \"20%\" sends one storm alert instead",
+        ));
+    }
     let command = raw.str("ssh.command").unwrap_or(DEFAULT_COMMAND);
     if let Some(what) = shell_syntax(command) {
         let timeout = raw

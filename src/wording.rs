@@ -267,6 +267,93 @@ pub fn summary_description(
     )
 }
 
+/// What a finding is, in words that name no cluster, VM or node: the storm alert counts
+/// findings by it. A blind finding's reason is cut before its detail.
+pub fn cause(m: &Mismatch) -> String {
+    let text = match (m.kind, &m.subject) {
+        (MismatchKind::MappedVm, Subject::Vm(vm)) => match vm.state.as_str() {
+            "Destroyed" => "a mapped VM is destroyed",
+            "Expunging" => "a mapped VM is being expunged",
+            "Error" => "a mapped VM is in Error state",
+            GONE_EXPUNGED => "a mapped VM has been expunged or unmanaged",
+            GONE_MISSING => "a map row points to no VM",
+            _ => "a mapped VM is not usable",
+        },
+        (MismatchKind::MappedVm, _) => "a mapped VM is not usable",
+        (MismatchKind::UnmappedVm, _) => "a VM named as a node is not in the map",
+        (MismatchKind::NodeWithoutVm, _) => "a Kubernetes node matches no VM",
+        (MismatchKind::VmNotANode, _) => "a mapped running VM is not a Kubernetes node",
+        (MismatchKind::MapCount, _) => "the map has fewer rows than VMs expected",
+        (MismatchKind::Blind, Subject::Blind { reason, .. }) => {
+            let end = [" (", ": "]
+                .iter()
+                .filter_map(|sep| reason.find(sep))
+                .min()
+                .unwrap_or(reason.len());
+            let head = reason[..end].trim();
+            if !head.is_empty() {
+                return fit(head, 120);
+            }
+            "the nodes could not be listed"
+        }
+        (MismatchKind::Blind, _) => "the nodes could not be listed",
+    };
+    text.to_string()
+}
+
+/// The cluster id a storm's alert is marked and recorded with (`cloud/storm:<time>`): it is
+/// about no one cluster, and no cluster id (a UUID) can be this word.
+pub const STORM_SCOPE: &str = "cloud";
+
+/// How many causes the storm alert names.
+const STORM_CAUSES: usize = 3;
+
+/// The storm alert's description (at most 999 units): how many clusters drifted at once, the
+/// findings by kind, the commonest causes, what is held and until when, and the marker.
+pub fn storm_description(
+    key: &str,
+    clusters: usize,
+    checked: usize,
+    threshold: usize,
+    findings: &[&Mismatch],
+) -> String {
+    let mut kinds: Vec<(MismatchKind, usize)> = Vec::new();
+    let mut causes: Vec<(String, usize)> = Vec::new();
+    for m in findings {
+        match kinds.iter_mut().find(|(k, _)| *k == m.kind) {
+            Some((_, n)) => *n += 1,
+            None => kinds.push((m.kind, 1)),
+        }
+        let c = cause(m);
+        match causes.iter_mut().find(|(k, _)| *k == c) {
+            Some((_, n)) => *n += 1,
+            None => causes.push((c, 1)),
+        }
+    }
+    kinds.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    causes.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let kinds: Vec<String> = kinds
+        .iter()
+        .map(|(k, n)| format!("{} {n}", k.as_str()))
+        .collect();
+    let causes: Vec<String> = causes
+        .iter()
+        .take(STORM_CAUSES)
+        .map(|(c, n)| format!("{c} ({n})"))
+        .collect();
+    let body = format!(
+        "Kubernetes cluster VM maps: {} new findings in {clusters} of {checked} checked clusters at once, more than notify.storm_clusters ({threshold}): {}. Most common: {}. A cause common to many clusters (storage, network, SSH, a template or an upgrade) is likely. Nothing was changed. Their alerts and annotations are held until no more than {threshold} clusters have findings not yet alerted; each finding is in the event log and the report now.",
+        findings.len(),
+        kinds.join(", "),
+        causes.join("; "),
+    );
+    fit_with_tail(
+        &one_line(&body),
+        &alert_marker(STORM_SCOPE, key),
+        ALERT_DESCRIPTION_LENGTH,
+    )
+}
+
 /// The annotation text (at most 255 units): the VM (name; its id is in the marker) or the
 /// node, what was found, that nothing was changed, a short hint, and the marker. The
 /// cluster is the annotated entity, so it is not named.

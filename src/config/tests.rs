@@ -59,6 +59,7 @@ fn minimal_config_takes_the_defaults() {
     );
     assert_eq!(c.notify.alert_types, 3000..=3999);
     assert_eq!(c.notify.alert_cap, 5);
+    assert_eq!(c.notify.storm_clusters, StormThreshold::Percent(20));
     assert!(c.notify.alerts && c.notify.annotations);
     assert_eq!(c.http.listen, Some("127.0.0.1:9712".parse().unwrap()));
     assert_eq!(c.log.format, LogFormat::Text);
@@ -379,4 +380,40 @@ fn database_problems_name_the_key_and_the_fix() {
     );
     let p = problems(&format!("{MINIMAL}[database]\n"));
     assert!(p[0].starts_with("database.url: is missing;"), "{p:?}");
+}
+
+#[test]
+fn storm_clusters_is_a_number_a_percentage_or_off() {
+    let with = |v: &str| parse(&format!("{MINIMAL}\n[notify]\nstorm_clusters = {v}\n"));
+    assert_eq!(
+        with("12").unwrap().notify.storm_clusters,
+        StormThreshold::Clusters(12)
+    );
+    assert_eq!(
+        with("\"35%\"").unwrap().notify.storm_clusters,
+        StormThreshold::Percent(35)
+    );
+    assert_eq!(
+        with("\"off\"").unwrap().notify.storm_clusters,
+        StormThreshold::Off
+    );
+    let how = "give a number of clusters (e.g. 10), a percentage of the checked clusters (e.g. \"20%\"), or \"off\"";
+    for (value, problem) in [
+        ("0", format!("notify.storm_clusters: is 0; {how}")),
+        (
+            "\"150%\"",
+            format!("notify.storm_clusters: is \"150%\"; {how}"),
+        ),
+        (
+            "\"many\"",
+            format!("notify.storm_clusters: is \"many\"; {how}"),
+        ),
+        (
+            "true",
+            format!("notify.storm_clusters: must be a number or a string, not boolean; {how}"),
+        ),
+    ] {
+        let text = format!("{MINIMAL}\n[notify]\nstorm_clusters = {value}\n");
+        assert_eq!(problems(&text), [problem], "{value}");
+    }
 }

@@ -123,6 +123,7 @@ fn tick(
         pending,
         state_error: None,
         blind: Vec::new(),
+        storm: None,
     }
 }
 
@@ -149,7 +150,7 @@ fn at(secs: f64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs_f64(secs)
 }
 
-const HEADERS: [(&str, &str); 13] = [
+const HEADERS: [(&str, &str); 15] = [
     ("cks_drift_check_enabled", "gauge"),
     ("cks_drift_role", "gauge"),
     ("cks_drift_map_reads_total", "counter"),
@@ -162,6 +163,8 @@ const HEADERS: [(&str, &str); 13] = [
     ("cks_drift_ssh_failures_total", "counter"),
     ("cks_drift_notifications_total", "counter"),
     ("cks_drift_blind_seconds", "gauge"),
+    ("cks_drift_storm", "gauge"),
+    ("cks_drift_storm_held_findings", "gauge"),
     ("cks_drift_notifications_pending", "gauge"),
 ];
 
@@ -211,6 +214,8 @@ fn a_fresh_daemon_shows_every_family_with_zeroes() {
             "cks_drift_notifications_total{channel=\"event_log\",outcome=\"delivered\"} 0",
             "cks_drift_notifications_total{channel=\"event_log\",outcome=\"failed\"} 0",
             "cks_drift_notifications_total{channel=\"event_log\",outcome=\"refused\"} 0",
+            "cks_drift_storm 0",
+            "cks_drift_storm_held_findings 0",
             "cks_drift_notifications_pending 0",
         ]
     );
@@ -279,6 +284,8 @@ async fn a_tick_shows_its_figures() {
         delivered,
         1,
     );
+    let mut t = t;
+    t.storm = Some((Timestamp::from_unix(1_767_225_000), 7));
     metrics.record_tick(&t, Duration::from_millis(1500), at(1_767_225_601.25));
     let text = metrics.render();
     assert_eq!(
@@ -321,6 +328,8 @@ async fn a_tick_shows_its_figures() {
             "cks_drift_notifications_total{channel=\"event_log\",outcome=\"delivered\"} 3",
             "cks_drift_notifications_total{channel=\"event_log\",outcome=\"failed\"} 0",
             "cks_drift_notifications_total{channel=\"event_log\",outcome=\"refused\"} 0",
+            "cks_drift_storm 1",
+            "cks_drift_storm_held_findings 7",
             "cks_drift_notifications_pending 1",
         ]
     );

@@ -42,6 +42,27 @@ pub struct State {
     /// Source of outbox ids.
     #[serde(default)]
     pub next_id: u64,
+    /// The storm under way, if one is: new findings in too many clusters at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storm: Option<Storm>,
+}
+
+pub use crate::wording::STORM_SCOPE;
+
+/// A storm: one cycle brought new findings in more clusters than `notify.storm_clusters`.
+/// While it lasts, the alerts and annotations of new findings are held (their findings are
+/// marked `held`); the storm's own alert says what happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Storm {
+    pub since: Timestamp,
+    /// The key of its alert, `storm:<compact time>`.
+    pub key: String,
+    /// Clusters with new findings in the cycle that began it, and clusters checked then.
+    pub clusters: usize,
+    pub checked: usize,
+    /// Findings held since it began (those resolved meanwhile included).
+    #[serde(default)]
+    pub held: usize,
 }
 
 impl Default for State {
@@ -53,6 +74,7 @@ impl Default for State {
             alerts: BTreeMap::new(),
             annotations: BTreeMap::new(),
             next_id: 1,
+            storm: None,
         }
     }
 }
@@ -136,6 +158,9 @@ pub struct Reported {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blind_since: Option<Timestamp>,
     pub since: Timestamp,
+    /// Its alert and annotation are held by a storm: nothing was sent for it but the event.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub held: bool,
 }
 
 impl Reported {
@@ -151,6 +176,7 @@ impl Reported {
             blind_reason: None,
             blind_since: None,
             since,
+            held: false,
         };
         match &m.subject {
             Subject::Vm(vm) => {

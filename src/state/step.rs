@@ -9,13 +9,17 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
+use crate::config::StormThreshold;
 use crate::diff::{FindingKey, GONE_EXPUNGED, GONE_MISSING, Mismatch, MismatchKind, Side, Subject};
 use crate::snapshot::{PreviousMap, VanishedHow};
 use crate::state::{
-    Level, Notification, Outgoing, Reported, State, VanishedRecord, record_key, side_key,
+    Level, Notification, Outgoing, Reported, STORM_SCOPE, State, Storm, VanishedRecord, record_key,
+    side_key,
 };
 use crate::time::Timestamp;
-use crate::wording::{alert_description, annotation_text, reason, summary_description};
+use crate::wording::{
+    alert_description, annotation_text, reason, storm_description, summary_description,
+};
 
 /// How much of a cluster a cycle compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +62,26 @@ pub struct StepSettings {
     /// How long a cluster's nodes may go unlisted (and at least two cycles) before that is a
     /// finding of its own.
     pub blind_after: std::time::Duration,
+    /// How many clusters with new findings in one cycle make a storm.
+    pub storm: StormThreshold,
+}
+
+/// A storm that began or ended in a step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StormChange {
+    Began {
+        /// Clusters with new findings, of `checked`, against the threshold.
+        clusters: usize,
+        checked: usize,
+        threshold: usize,
+        findings: usize,
+    },
+    Ended {
+        since: Timestamp,
+        /// Findings held while it lasted, and those still open, now told one by one.
+        held: usize,
+        released: usize,
+    },
 }
 
 /// What a step decided besides the new state.
@@ -67,6 +91,7 @@ pub struct StepOutcome {
     pub new: NewKeys,
     /// Every open mismatch per cluster id after the step (kept ones included).
     pub open: BTreeMap<String, Vec<Mismatch>>,
+    pub storm: Option<StormChange>,
 }
 
 fn side_text(side: Side) -> &'static str {
@@ -209,6 +234,9 @@ pub fn step(
     let mut outcome = StepOutcome::default();
     let seen: HashSet<&str> = observed.iter().map(|c| c.id.as_str()).collect();
     let mut pending = pending_index(state);
+    // The new findings of each cluster, in cluster order: told after every cluster is stepped,
+    // once it is known whether they make a storm.
+    let mut told: Vec<(String, Vec<Mismatch>)> = Vec::new();
 
     for c in observed {
         let mut entry = state.clusters.remove(&c.id).unwrap_or_default();
@@ -222,7 +250,8 @@ pub fn step(
             Coverage::None => &[],
         };
         let mut new: Vec<&Mismatch> = Vec::new();
-        let mut resolved: Vec<String> = Vec::new();
+        // With whether a storm held its alert and annotation.
+        let mut resolved: Vec<(String, bool)> = Vec::new();
         let mut matches_again: Vec<Side> = Vec::new();
         for &side in sides {
             let fresh: BTreeMap<String, &Mismatch> = c
@@ -233,9 +262,9 @@ pub fn step(
                 .map(|m| (side_key(&m.key()), m))
                 .collect();
             let prev = std::mem::take(entry.side_mut(side));
-            for key in prev.keys() {
+            for (key, r) in &prev {
                 if !fresh.contains_key(key) {
-                    resolved.push(key.clone());
+                    resolved.push((key.clone(), r.held));
                 }
             }
             if fresh.is_empty() && !prev.is_empty() {
@@ -243,14 +272,16 @@ pub fn step(
             }
             let mut next = BTreeMap::new();
             for (key, m) in fresh {
-                let since = match prev.get(&key) {
-                    Some(r) => r.since,
+                let (since, held) = match prev.get(&key) {
+                    Some(r) => (r.since, r.held),
                     None => {
                         new.push(m);
-                        now
+                        (now, false)
                     }
                 };
-                next.insert(key, Reported::new(m, since));
+                let mut r = Reported::new(m, since);
+                r.held = held;
+                next.insert(key, r);
             }
             *entry.side_mut(side) = next;
         }
@@ -295,53 +326,15 @@ pub fn step(
                 reason(&c.name, m),
                 now,
             ));
-            if settings.annotations {
-                q.push(Notification::AddAnnotation {
-                    cluster_id: c.id.clone(),
-                    key: key.to_string(),
-                    text: annotation_text(m),
-                });
-            }
         }
-        if settings.alerts && !new.is_empty() {
-            // A cluster holds at most `alert_cap` alerts of its own findings at once, and one
-            // summary: a tenant that makes findings every cycle (fake nodes) cannot take the
-            // alert types every other cluster needs.
-            let new_keys: HashSet<String> = new.iter().map(|m| side_key(&m.key())).collect();
-            let held = entry
-                .vms
-                .keys()
-                .chain(entry.nodes.keys())
-                .filter(|k| !new_keys.contains(*k))
-                .filter(|k| {
-                    let rk = record_key(&c.id, k);
-                    q.state.alerts.contains_key(&rk) || q.pending.contains(&(rk, "alert"))
-                })
-                .count();
-            let cap = settings.alert_cap.max(1).saturating_sub(held);
-            for m in new.iter().take(cap) {
-                q.push(Notification::RaiseAlert {
-                    cluster_id: c.id.clone(),
-                    zone_id: entry.zone_id.clone(),
-                    key: m.key().to_string(),
-                    description: alert_description(&c.name, &c.id, m),
-                    covers: vec![],
-                });
-            }
-            if new.len() > cap && !has_open_summary(q.state, &c.id) {
-                let rest: Vec<&Mismatch> = new[cap..].to_vec();
-                let key = format!("summary:{}", now.to_compact());
-                q.push(Notification::RaiseAlert {
-                    cluster_id: c.id.clone(),
-                    zone_id: entry.zone_id.clone(),
-                    description: summary_description(&c.name, &c.id, &key, &rest),
-                    covers: rest.iter().map(|m| m.key().to_string()).collect(),
-                    key,
-                });
-            }
+        if !new.is_empty() {
+            told.push((c.id.clone(), new.iter().map(|m| (*m).clone()).collect()));
         }
-        for key in &resolved {
-            close(&mut q, &c.id, key, settings);
+        for (key, held) in &resolved {
+            // A held finding had nothing sent but its event: nothing to take back.
+            if !held {
+                close(&mut q, &c.id, key, settings);
+            }
         }
         if settings.alerts && !resolved.is_empty() {
             let open: BTreeSet<&String> = entry.vms.keys().chain(entry.nodes.keys()).collect();
@@ -384,18 +377,20 @@ pub fn step(
             .collect();
         for id in gone {
             let entry = state.clusters.remove(&id).unwrap_or_default();
-            let keys: Vec<String> = entry
+            let keys: Vec<(String, bool)> = entry
                 .vms
-                .keys()
-                .chain(entry.nodes.keys())
-                .cloned()
+                .iter()
+                .chain(entry.nodes.iter())
+                .map(|(k, r)| (k.clone(), r.held))
                 .collect();
             let mut q = Queue {
                 state,
                 pending: &mut pending,
             };
-            for key in &keys {
-                close(&mut q, &id, key, settings);
+            for (key, held) in &keys {
+                if !held {
+                    close(&mut q, &id, key, settings);
+                }
             }
             if settings.alerts {
                 for key in summaries_to_archive(q.state, &id, &BTreeSet::new()) {
@@ -415,7 +410,207 @@ pub fn step(
             }
         }
     }
+
+    let checked = observed
+        .iter()
+        .filter(|c| c.coverage != Coverage::None)
+        .count();
+    let mut q = Queue {
+        state,
+        pending: &mut pending,
+    };
+    outcome.storm = storm(&mut q, told, checked, settings, now);
     outcome
+}
+
+/// Tells this step's new findings: each its annotation and alert, or, when they came in more
+/// clusters than `notify.storm_clusters` (or a storm is under way), one storm alert while
+/// theirs are held. A storm ends once no more than that many clusters hold findings not yet
+/// told; those still open are then told one by one, as if new.
+fn storm(
+    q: &mut Queue<'_>,
+    told: Vec<(String, Vec<Mismatch>)>,
+    checked: usize,
+    settings: &StepSettings,
+    now: Timestamp,
+) -> Option<StormChange> {
+    let threshold = settings.storm.clusters(checked);
+    let mut change = None;
+    if q.state.storm.is_none()
+        && let Some(t) = threshold.filter(|t| told.len() > *t)
+    {
+        // Lowercase, so that its marker is written out (see `wording::marker_key`).
+        let key = format!("storm:{}", now.to_compact().to_ascii_lowercase());
+        let findings: Vec<&Mismatch> = told.iter().flat_map(|(_, ms)| ms).collect();
+        let description = storm_description(&key, told.len(), checked, t, &findings);
+        if settings.alerts {
+            q.push(Notification::RaiseAlert {
+                cluster_id: STORM_SCOPE.to_string(),
+                zone_id: None,
+                key: key.clone(),
+                description: description.clone(),
+                covers: vec![],
+            });
+        }
+        q.push(storm_event(Level::Warn, &key, description, now));
+        q.state.storm = Some(Storm {
+            since: now,
+            key,
+            clusters: told.len(),
+            checked,
+            held: 0,
+        });
+        change = Some(StormChange::Began {
+            clusters: told.len(),
+            checked,
+            threshold: t,
+            findings: findings.len(),
+        });
+    }
+    let Some(mut storm) = q.state.storm.take() else {
+        for (id, new) in &told {
+            announce(q, id, new, settings, now);
+        }
+        return change;
+    };
+    for (id, new) in &told {
+        let Some(entry) = q.state.clusters.get_mut(id) else {
+            continue;
+        };
+        for m in new {
+            if let Some(r) = entry.side_mut(m.side()).get_mut(&side_key(&m.key())) {
+                r.held = true;
+                storm.held += 1;
+            }
+        }
+    }
+    let holding = q
+        .state
+        .clusters
+        .values()
+        .filter(|c| c.vms.values().chain(c.nodes.values()).any(|r| r.held))
+        .count();
+    if threshold.is_some_and(|t| holding > t) {
+        q.state.storm = Some(storm);
+        return change;
+    }
+    // Over: what is still open is told now; what resolved meanwhile never is.
+    let mut release: Vec<(String, Vec<Mismatch>)> = Vec::new();
+    for (id, c) in q.state.clusters.iter_mut() {
+        let held: Vec<Mismatch> = c
+            .vms
+            .values_mut()
+            .chain(c.nodes.values_mut())
+            .filter(|r| r.held)
+            .filter_map(|r| {
+                r.held = false;
+                r.mismatch()
+            })
+            .collect();
+        if !held.is_empty() {
+            release.push((id.clone(), held));
+        }
+    }
+    let released: usize = release.iter().map(|(_, ms)| ms.len()).sum();
+    for (id, held) in &release {
+        announce(q, id, held, settings, now);
+    }
+    let rk = record_key(STORM_SCOPE, &storm.key);
+    if settings.alerts || q.state.alerts.contains_key(&rk) || q.pending.contains(&(rk, "alert")) {
+        q.push(Notification::ArchiveAlert {
+            cluster_id: STORM_SCOPE.to_string(),
+            key: storm.key.clone(),
+        });
+    }
+    let description = format!(
+        "The storm of VM map findings that began at {} is over: of {} findings held, {released} still open in {} clusters are now told one by one; the others resolved meanwhile and are not told",
+        storm.since,
+        storm.held,
+        release.len()
+    );
+    q.push(storm_event(Level::Info, &storm.key, description, now));
+    Some(StormChange::Ended {
+        since: storm.since,
+        held: storm.held,
+        released,
+    })
+}
+
+/// A line of the event log about a storm: about no one cluster.
+fn storm_event(level: Level, key: &str, description: String, now: Timestamp) -> Notification {
+    Notification::Event {
+        level,
+        cluster_id: String::new(),
+        cluster: String::new(),
+        key: Some(key.to_string()),
+        kind: Some("storm".to_string()),
+        vm_id: None,
+        vm_name: None,
+        node: None,
+        description,
+        time: now,
+    }
+}
+
+/// Queues the annotation and the alert of each finding told for the first time: a cluster
+/// holds at most `alert_cap` alerts of its own findings at once, and one summary for the
+/// rest, so that a tenant who makes findings every cycle (fake nodes) cannot take the alert
+/// types every other cluster needs.
+fn announce(
+    q: &mut Queue<'_>,
+    cluster_id: &str,
+    new: &[Mismatch],
+    settings: &StepSettings,
+    now: Timestamp,
+) {
+    let Some(entry) = q.state.clusters.get(cluster_id) else {
+        return;
+    };
+    let (name, zone_id) = (entry.name.clone(), entry.zone_id.clone());
+    let new_keys: HashSet<String> = new.iter().map(|m| side_key(&m.key())).collect();
+    let alerted = entry
+        .vms
+        .keys()
+        .chain(entry.nodes.keys())
+        .filter(|k| !new_keys.contains(*k))
+        .filter(|k| {
+            let rk = record_key(cluster_id, k);
+            q.state.alerts.contains_key(&rk) || q.pending.contains(&(rk, "alert"))
+        })
+        .count();
+    if settings.annotations {
+        for m in new {
+            q.push(Notification::AddAnnotation {
+                cluster_id: cluster_id.to_string(),
+                key: m.key().to_string(),
+                text: annotation_text(m),
+            });
+        }
+    }
+    if !settings.alerts || new.is_empty() {
+        return;
+    }
+    let cap = settings.alert_cap.max(1).saturating_sub(alerted);
+    for m in new.iter().take(cap) {
+        q.push(Notification::RaiseAlert {
+            cluster_id: cluster_id.to_string(),
+            zone_id: zone_id.clone(),
+            key: m.key().to_string(),
+            description: alert_description(&name, cluster_id, m),
+            covers: vec![],
+        });
+    }
+    if new.len() > cap && !has_open_summary(q.state, cluster_id) {
+        let rest: Vec<&Mismatch> = new[cap..].iter().collect();
+        let key = format!("summary:{}", now.to_compact());
+        q.push(Notification::RaiseAlert {
+            cluster_id: cluster_id.to_string(),
+            zone_id,
+            description: summary_description(&name, cluster_id, &key, &rest),
+            covers: rest.iter().map(|m| m.key().to_string()).collect(),
+            key,
+        });
+    }
 }
 
 fn close(q: &mut Queue<'_>, cluster_id: &str, key: &str, settings: &StepSettings) {

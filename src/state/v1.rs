@@ -73,6 +73,7 @@ impl ReportedV1 {
             vm_name: m.vm_name,
             node: m.node,
             since: self.since,
+            held: false,
         }
     }
 }
@@ -114,6 +115,7 @@ impl StateV1 {
             alerts: self.alerts,
             annotations: self.annotations,
             next_id: self.next_id,
+            storm: None,
         }
     }
 }
@@ -209,6 +211,7 @@ mod tests {
             annotations: true,
             alert_cap: 3,
             blind_after: crate::config::DEFAULT_BLIND_AFTER,
+            storm: crate::config::StormThreshold::Off,
         };
         let outcome = step(&mut state, &observed, &settings, now);
         assert!(outcome.new.is_empty(), "{:?}", outcome.new);

@@ -219,3 +219,15 @@ async fn connect_waits_for_a_config_without_errors() {
         ]
     );
 }
+
+#[test]
+fn storms_turned_off_are_warned_about() {
+    let text = "[cloudstack]\nurl = \"https://c.example/client/api\"\napi_key = \"AK\"\nsecret_key = \"SK\"\n[notify]\nstorm_clusters = \"off\"\n";
+    let findings = setting_warnings(&Raw(&text.parse().unwrap()));
+    assert_eq!(
+        lines(&findings),
+        [
+            "warning: notify.storm_clusters: is \"off\": every finding is alerted on its own however many come at once, so one outage (storage, network, SSH across the cloud) sends an alert and an annotation per finding; the default \"20%\" sends one storm alert instead"
+        ]
+    );
+}

@@ -116,6 +116,34 @@ fn the_longest_texts_fit_cloudstack_and_keep_their_marker() {
     let s = summary_description(&cluster, CLUSTER_ID, "summary:20261130T100000Z", &rest);
     assert!(java_len(&s) <= 999);
     assert!(s.ends_with(&alert_marker(CLUSTER_ID, "summary:20261130T100000Z")));
+
+    // The storm alert, with every kind and blind reasons that differ in their detail only.
+    let mut storm: Vec<Mismatch> = longest_findings();
+    for i in 0..50 {
+        storm.push(Mismatch {
+            kind: MismatchKind::Blind,
+            subject: Subject::Blind {
+                reason: blind_reason(
+                    Some("connect"),
+                    Some(&format!("10.1.1.{i}:22: {}", "x".repeat(180))),
+                ),
+                since: crate::time::Timestamp::from_unix(1_800_000_000),
+            },
+        });
+    }
+    let refs: Vec<&Mismatch> = storm.iter().collect();
+    let d = storm_description("storm:20261130t100000z", 2000, 10_000, 2000, &refs);
+    assert!(java_len(&d) <= 999, "{} units: {d}", java_len(&d));
+    assert!(
+        d.ends_with("[cks-drift cloud/storm:20261130t100000z]"),
+        "{d}"
+    );
+    assert!(!d.chars().any(is_refused_control), "{d}");
+    // The detail of a reason is cut: 50 refused connections are one cause.
+    assert!(
+        d.contains("Most common: SSH to the control node is refused or unreachable (50); "),
+        "{d}"
+    );
 }
 
 /// The figures the README gives: the longest length each text can reach.

@@ -562,6 +562,7 @@ async fn a_failed_probe_skips_the_cluster_and_keeps_its_state() {
         annotations: true,
         alert_cap: 5,
         blind_after: cks_drift::config::DEFAULT_BLIND_AFTER,
+        storm: cks_drift::config::StormThreshold::Off,
     };
     let mut state = State::default();
 

@@ -11,5 +11,6 @@ mod fake_cloudstack;
 mod hardening;
 mod refusals;
 mod ssh;
+mod storm;
 mod support;
 mod tls;

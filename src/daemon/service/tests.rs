@@ -148,6 +148,7 @@ impl Ticker for Fake {
                 pending: 0,
                 state_error: None,
                 blind: Vec::new(),
+                storm: None,
             }
         }
     }

@@ -55,6 +55,7 @@ const ON: StepSettings = StepSettings {
     annotations: true,
     alert_cap: 5,
     blind_after: crate::config::DEFAULT_BLIND_AFTER,
+    storm: crate::config::StormThreshold::Off,
 };
 
 /// The queued notifications, as short strings, and the outbox emptied (as if delivered).
@@ -181,10 +182,10 @@ fn only_new_mismatches_are_reported_when_the_set_changes() {
         drain(&mut s),
         vec![
             "event Warn unmapped_vm:v3",
-            "annotate unmapped_vm:v3",
-            "alert unmapped_vm:v3",
             "archive mapped_vm:v1",
-            "unannotate mapped_vm:v1"
+            "unannotate mapped_vm:v1",
+            "annotate unmapped_vm:v3",
+            "alert unmapped_vm:v3"
         ]
     );
 }
@@ -398,6 +399,7 @@ fn channels_off_queue_only_events() {
         annotations: false,
         alert_cap: 5,
         blind_after: crate::config::DEFAULT_BLIND_AFTER,
+        storm: crate::config::StormThreshold::Off,
     };
     step(
         &mut s,
@@ -472,6 +474,7 @@ fn a_cluster_holds_at_most_alert_cap_alerts_and_one_summary() {
         annotations: false,
         alert_cap: 2,
         blind_after: crate::config::DEFAULT_BLIND_AFTER,
+        storm: crate::config::StormThreshold::Off,
     };
     let nodes = |range: std::ops::Range<u32>| -> Vec<Mismatch> {
         range
@@ -622,6 +625,7 @@ fn a_cluster_never_compared_is_blind_from_its_first_failure_and_after_two_cycles
     let mut s = State::default();
     let settings = StepSettings {
         blind_after: std::time::Duration::ZERO,
+        storm: crate::config::StormThreshold::Off,
         ..ON
     };
     let partial = cluster(Coverage::VmsOnly, vec![]);
@@ -636,4 +640,320 @@ fn a_cluster_never_compared_is_blind_from_its_first_failure_and_after_two_cycles
             reason: "the nodes could not be listed".into(),
             since: at(0)
         }));
+}
+
+/// Cluster `c<i>` (`web<i>`) with the findings given.
+fn nth(i: usize, mismatches: Vec<Mismatch>) -> Observed {
+    Observed {
+        id: format!("c{i:02}"),
+        name: format!("web{i:02}"),
+        ..cluster(Coverage::Full, mismatches)
+    }
+}
+
+const STORMY: StepSettings = StepSettings {
+    storm: crate::config::StormThreshold::Clusters(3),
+    ..ON
+};
+
+/// Clusters `0..n` each with `unmapped_vm:v<i>`, clusters `n..total` clean.
+fn fleet(n: usize, total: usize) -> Vec<Observed> {
+    (0..total)
+        .map(|i| {
+            let found = if i < n {
+                vec![m(UnmappedVm, &format!("v{i}"))]
+            } else {
+                vec![]
+            };
+            nth(i, found)
+        })
+        .collect()
+}
+
+fn held_keys(s: &State) -> Vec<String> {
+    s.clusters
+        .iter()
+        .flat_map(|(id, c)| {
+            c.vms
+                .iter()
+                .chain(&c.nodes)
+                .filter(|(_, r)| r.held)
+                .map(move |(k, _)| format!("{id}/{k}"))
+        })
+        .collect()
+}
+
+#[test]
+fn new_findings_in_more_clusters_than_the_threshold_are_one_storm_alert() {
+    let mut s = State::default();
+    let out = step(&mut s, &fleet(4, 6), &STORMY, at(0));
+    assert_eq!(
+        out.storm,
+        Some(StormChange::Began {
+            clusters: 4,
+            checked: 6,
+            threshold: 3,
+            findings: 4
+        })
+    );
+    assert_eq!(out.new.len(), 4);
+    let storm_key = format!("storm:{}", at(0).to_compact().to_ascii_lowercase());
+    let sent = drain(&mut s);
+    assert_eq!(
+        sent,
+        vec![
+            "event Warn unmapped_vm:v0".to_string(),
+            "event Warn unmapped_vm:v1".to_string(),
+            "event Warn unmapped_vm:v2".to_string(),
+            "event Warn unmapped_vm:v3".to_string(),
+            format!("alert {storm_key}"),
+            format!("event Warn {storm_key}"),
+        ]
+    );
+    assert_eq!(
+        held_keys(&s),
+        [
+            "c00/unmapped_vm:v0",
+            "c01/unmapped_vm:v1",
+            "c02/unmapped_vm:v2",
+            "c03/unmapped_vm:v3"
+        ]
+    );
+    assert_eq!(s.storm.as_ref().unwrap().key, storm_key);
+    // The findings are open and reported all the same.
+    assert_eq!(out.open.len(), 4);
+}
+
+#[test]
+fn the_storm_alert_names_counts_and_causes_once() {
+    let mut s = State::default();
+    let mut r = fleet(4, 6);
+    r[0].mismatches
+        .push(with_state(m(MappedVm, "d0"), "Destroyed"));
+    r[1].mismatches
+        .push(with_state(m(MappedVm, "d1"), "Destroyed"));
+    step(&mut s, &r, &STORMY, at(0));
+    let description = s
+        .outbox
+        .iter()
+        .find_map(|o| match &o.notification {
+            Notification::RaiseAlert { description, .. } => Some(description.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        description,
+        format!(
+            "Kubernetes cluster VM maps: 6 new findings in 4 of 6 checked clusters at once, more than notify.storm_clusters (3): unmapped_vm 4, mapped_vm 2. Most common: a VM named as a node is not in the map (4); a mapped VM is destroyed (2). A cause common to many clusters (storage, network, SSH, a template or an upgrade) is likely. Nothing was changed. Their alerts and annotations are held until no more than 3 clusters have findings not yet alerted; each finding is in the event log and the report now. [cks-drift cloud/storm:{}]",
+            at(0).to_compact().to_ascii_lowercase()
+        )
+    );
+}
+
+#[test]
+fn a_storm_lasts_while_too_many_clusters_hold_findings_then_tells_those_still_open() {
+    let mut s = State::default();
+    step(&mut s, &fleet(5, 8), &STORMY, at(0));
+    drain(&mut s);
+    let storm_key = format!("storm:{}", at(0).to_compact().to_ascii_lowercase());
+
+    // Still 4 clusters hold findings (v0 resolved): the storm goes on, and a finding new in
+    // it (v7) is held too, whatever the count of clusters it came in.
+    let mut r = fleet(5, 8);
+    r[0].mismatches.clear();
+    r[7].mismatches.push(m(UnmappedVm, "v7"));
+    let out = step(&mut s, &r, &STORMY, at(5));
+    assert_eq!(out.storm, None);
+    assert_eq!(
+        drain(&mut s),
+        vec![
+            "event Info  The VM map of Kubernetes cluster web00 matches the VMs of the cluster in CloudStack again",
+            "event Warn unmapped_vm:v7",
+        ],
+        "a held finding that resolves takes nothing back"
+    );
+    assert_eq!(held_keys(&s).len(), 5);
+
+    // Two more resolve: 3 clusters hold findings, no more than the threshold. Those still open
+    // are told one by one, the storm alert is archived.
+    let mut r = fleet(5, 8);
+    r[0].mismatches.clear();
+    r[1].mismatches.clear();
+    r[2].mismatches.clear();
+    r[7].mismatches.push(m(UnmappedVm, "v7"));
+    let out = step(&mut s, &r, &STORMY, at(10));
+    let ended = s.outbox.last().map(|o| o.notification.clone());
+    assert!(
+        matches!(&ended, Some(Notification::Event { level: Level::Info, description, .. })
+            if *description == format!("The storm of VM map findings that began at {} is over: of 6 findings held, 3 still open in 3 clusters are now told one by one; the others resolved meanwhile and are not told", at(0))),
+        "{ended:?}"
+    );
+    assert_eq!(
+        out.storm,
+        Some(StormChange::Ended {
+            since: at(0),
+            held: 6,
+            released: 3
+        })
+    );
+    let sent = drain(&mut s);
+    assert_eq!(
+        sent,
+        vec![
+            "event Info  The VM map of Kubernetes cluster web01 matches the VMs of the cluster in CloudStack again".to_string(),
+            "event Info  The VM map of Kubernetes cluster web02 matches the VMs of the cluster in CloudStack again".to_string(),
+            "annotate unmapped_vm:v3".to_string(),
+            "alert unmapped_vm:v3".to_string(),
+            "annotate unmapped_vm:v4".to_string(),
+            "alert unmapped_vm:v4".to_string(),
+            "annotate unmapped_vm:v7".to_string(),
+            "alert unmapped_vm:v7".to_string(),
+            format!("archive {storm_key}"),
+            format!("event Info {storm_key}"),
+        ]
+    );
+    assert!(s.storm.is_none());
+    assert!(held_keys(&s).is_empty());
+    // Told once: the next cycle sends nothing.
+    step(&mut s, &r, &STORMY, at(15));
+    assert_eq!(drain(&mut s), Vec::<String>::new());
+}
+
+#[test]
+fn a_cluster_deleted_during_a_storm_takes_nothing_back() {
+    let mut s = State::default();
+    step(&mut s, &fleet(5, 7), &STORMY, at(0));
+    drain(&mut s);
+    let r: Vec<Observed> = fleet(5, 7).into_iter().skip(1).collect();
+    step(&mut s, &r, &STORMY, at(5));
+    assert_eq!(
+        drain(&mut s),
+        vec![
+            "event Info  Kubernetes cluster web00 no longer exists; its 1 open VM map findings are closed"
+        ]
+    );
+    assert!(s.storm.is_some(), "4 clusters hold findings, more than 3");
+}
+
+#[test]
+fn a_percentage_is_of_the_checked_clusters_and_at_least_five() {
+    use crate::config::StormThreshold::{Clusters, Off, Percent};
+    assert_eq!(Percent(20).clusters(40), Some(8));
+    assert_eq!(Percent(20).clusters(10), Some(5));
+    assert_eq!(Percent(25).clusters(1000), Some(250));
+    assert_eq!(Clusters(3).clusters(1000), Some(3));
+    assert_eq!(Off.clusters(1000), None);
+
+    // 20 % of 40 is 8: findings in 8 clusters are told one by one, in 9 they are a storm.
+    let settings = StepSettings {
+        storm: Percent(20),
+        ..ON
+    };
+    let mut s = State::default();
+    let out = step(&mut s, &fleet(8, 40), &settings, at(0));
+    assert_eq!(out.storm, None);
+    assert_eq!(drain(&mut s).len(), 8 * 3);
+    let mut s = State::default();
+    let out = step(&mut s, &fleet(9, 40), &settings, at(0));
+    assert!(matches!(
+        out.storm,
+        Some(StormChange::Began {
+            clusters: 9,
+            checked: 40,
+            threshold: 8,
+            ..
+        })
+    ));
+    // Skipped clusters are not checked ones.
+    let mut r = fleet(9, 40);
+    for c in &mut r[20..] {
+        c.coverage = Coverage::None;
+    }
+    let mut s = State::default();
+    let out = step(&mut s, &r, &settings, at(0));
+    assert!(matches!(
+        out.storm,
+        Some(StormChange::Began {
+            checked: 20,
+            threshold: 5,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn blind_clusters_make_a_storm_like_any_finding() {
+    let settings = StepSettings {
+        blind_after: std::time::Duration::ZERO,
+        ..STORMY
+    };
+    // A CloudStack-wide SSH failure: 5 of 8 clusters cannot be listed, for two cycles.
+    let blind: Vec<Observed> = (0..8)
+        .map(|i| Observed {
+            coverage: if i < 5 {
+                Coverage::VmsOnly
+            } else {
+                Coverage::Full
+            },
+            blind_reason: (i < 5).then(|| {
+                format!("SSH to the control node is refused or unreachable (10.0.0.{i}:22: connection refused)")
+            }),
+            ..nth(i, vec![])
+        })
+        .collect();
+    let mut s = State::default();
+    step(&mut s, &blind, &settings, at(0));
+    assert_eq!(drain(&mut s), Vec::<String>::new());
+    let out = step(&mut s, &blind, &settings, at(5));
+    assert!(
+        matches!(
+            out.storm,
+            Some(StormChange::Began {
+                clusters: 5,
+                findings: 5,
+                ..
+            })
+        ),
+        "{:?}",
+        out.storm
+    );
+    let description = s
+        .outbox
+        .iter()
+        .find_map(|o| match &o.notification {
+            Notification::RaiseAlert { description, .. } => Some(description.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        description.contains(
+            ": blind 5. Most common: SSH to the control node is refused or unreachable (5). "
+        ),
+        "{description}"
+    );
+    let sent = drain(&mut s);
+    assert_eq!(
+        sent.iter().filter(|l| l.starts_with("alert")).count(),
+        1,
+        "{sent:?}"
+    );
+    assert!(!sent.iter().any(|l| l.starts_with("annotate")), "{sent:?}");
+}
+
+#[test]
+fn storms_off_tell_every_finding() {
+    let mut s = State::default();
+    let out = step(&mut s, &fleet(30, 40), &ON, at(0));
+    assert_eq!(out.storm, None);
+    assert_eq!(drain(&mut s).len(), 30 * 3);
+}
+
+#[test]
+fn a_state_with_held_findings_round_trips() {
+    let mut s = State::default();
+    step(&mut s, &fleet(4, 6), &STORMY, at(0));
+    let text = serde_json::to_string(&s).unwrap();
+    assert!(text.contains("\"held\":true"), "{text}");
+    let back: State = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, s);
 }
