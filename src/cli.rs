@@ -54,6 +54,18 @@ pub enum Command {
     /// Show a check at work: three cycles against a built-in simulated CloudStack, with no
     /// setup, no network and no file outside a temporary folder.
     Demo,
+    /// One cluster's map rows, VMs and Kubernetes nodes side by side: which rule made each
+    /// finding or why a thing is not one, and what has been reported. Sends nothing.
+    Explain {
+        /// The cluster, by name or id.
+        cluster: String,
+        /// The config file.
+        #[arg(short, long, default_value = "/etc/cks-drift/cks-drift.toml")]
+        config: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
     /// Check a config file: every problem at once, each with its key and a fix.
     ValidateConfig {
         /// The config file.
@@ -83,6 +95,11 @@ pub async fn main(cli: Cli) -> i32 {
         }
         Command::Demo => demo().await,
         Command::ValidateConfig { config, connect } => validate_config(&config, connect).await,
+        Command::Explain {
+            cluster,
+            config,
+            format,
+        } => explain(&config, &cluster, format).await,
     }
 }
 
@@ -104,6 +121,21 @@ async fn demo() -> i32 {
 async fn validate_config(path: &std::path::Path, connect: bool) -> i32 {
     quiet_logging();
     crate::validate::run(path, connect, &mut std::io::stdout()).await
+}
+
+async fn explain(path: &std::path::Path, cluster: &str, format: Format) -> i32 {
+    quiet_logging();
+    let config = match crate::config::Config::load(path) {
+        Ok(c) => c,
+        Err(e) => return fail(error_chain(&e)),
+    };
+    crate::explain::run(
+        &config,
+        cluster,
+        format == Format::Json,
+        &mut std::io::stdout(),
+    )
+    .await
 }
 
 fn fail(message: impl std::fmt::Display) -> i32 {

@@ -104,6 +104,7 @@ pub async fn run_cycle(
             concurrency: settings.concurrency,
             default_user: &settings.default_user,
             deadline: settings.node_deadline,
+            only: None,
         };
         let inventory =
             crate::inventory::fetch(api, lister, listing, previous, settings.database.as_ref())

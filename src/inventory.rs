@@ -94,6 +94,8 @@ pub struct Listing<'a> {
     pub default_user: &'a str,
     /// When the listings end, finished or not.
     pub deadline: std::time::Duration,
+    /// List this cluster's nodes only (by id): `explain` looks at one cluster.
+    pub only: Option<&'a str>,
 }
 
 /// Reads one cycle's inventory. `previous` is what earlier cycles saw of each cluster's map
@@ -159,6 +161,9 @@ pub async fn fetch(
         // Listings that failed last cycle (a stalling or refusing node) go last, so that
         // they cannot hold the others back until the deadline.
         let mut order = checkable.clone();
+        if let Some(only) = settings.only {
+            order.retain(|&i| clusters[i].id == only);
+        }
         order.sort_by_key(|&i| {
             previous
                 .get(&clusters[i].id)

@@ -22,6 +22,8 @@ pub enum StateError {
         #[source]
         source: std::io::Error,
     },
+    #[error("state file {path} cannot be read: {why}")]
+    Unreadable { path: PathBuf, why: String },
 }
 
 fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StateError + use<> {
@@ -129,6 +131,21 @@ fn lock_path(path: &Path) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(".lock");
     PathBuf::from(s)
+}
+
+/// Reads the state at `path` without locking it (a running instance holds the lock), for a
+/// look that changes nothing; `None` when there is no file.
+pub fn read(path: &Path) -> Result<Option<State>, StateError> {
+    match std::fs::read(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io("read", path)(e)),
+        Ok(bytes) => parse(&bytes)
+            .map(Some)
+            .map_err(|why| StateError::Unreadable {
+                path: path.to_path_buf(),
+                why,
+            }),
+    }
 }
 
 fn parse(bytes: &[u8]) -> Result<State, String> {

@@ -7,6 +7,7 @@ mod cli;
 mod daemon;
 mod database;
 mod dedupe;
+mod explain;
 mod fake_cloudstack;
 mod hardening;
 mod refusals;

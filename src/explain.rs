@@ -1,0 +1,789 @@
+//! `cks-drift explain CLUSTER`: one cluster's three views side by side for an operator's
+//! triage at the terminal: its map rows, its VMs with their state and times, its Kubernetes
+//! nodes, which rule made each finding or why a thing is not one, and what has been reported
+//! and when (from the state file). Read-only: it sends nothing and takes no lock.
+//!
+//! The findings are the diff's own (`diff::diff` on the same snapshot a cycle builds); this
+//! module only says, for every VM and node, which rule applied. `explanation` is pure;
+//! `run` fetches the inventory (listing the nodes of this one cluster) and prints.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::assemble::{Assembled, Verdict, assemble};
+use crate::cks::{owner_of_cluster, owner_of_vm};
+use crate::cloudstack::client::Client;
+use crate::cloudstack::model::{KubernetesCluster, VirtualMachine};
+use crate::config::Config;
+use crate::diff::{GONE_EXPUNGED, GONE_MISSING, Mismatch, Policy, diff};
+use crate::error_chain::error_chain;
+use crate::naming::{ClusterPrefixes, NodeRole};
+use crate::snapshot::{ClusterSnapshot, NodeView, Owner, VanishedHow, Vm, VmState};
+use crate::state::{State, record_key, side_key};
+use crate::time::Timestamp;
+use crate::untrusted::escaped;
+use crate::wording::reason;
+
+/// One cluster, explained.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Explanation {
+    pub cluster: ClusterLine,
+    /// `checked`, `partial` (the nodes could not be listed) or `skipped`.
+    pub status: &'static str,
+    /// Why it was skipped, or why its nodes could not be listed.
+    pub reason: Option<String>,
+    pub grace_period_seconds: u64,
+    pub at: Timestamp,
+    /// The map rows: those the API shows, then those it hides that were found gone.
+    pub map: Vec<MapRow>,
+    pub expected_vms: u32,
+    /// The map's VMs, the owner's VMs named as its nodes, and VMs named so by someone else.
+    pub vms: Vec<VmLine>,
+    /// `None` when the nodes were not listed.
+    pub nodes: Option<Vec<NodeLine>>,
+    pub findings: Vec<FindingLine>,
+    /// What the state file holds for the cluster: findings reported and not resolved since.
+    pub reported: Option<Vec<ReportedLine>>,
+    /// Notifications about the cluster queued in the state file, not yet delivered.
+    pub pending: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClusterLine {
+    pub id: String,
+    pub name: String,
+    pub state: String,
+    pub zone: Option<String>,
+    pub owner: String,
+    pub control_nodes: u32,
+    pub size: u32,
+    pub etcd_nodes: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MapRow {
+    pub vm_id: String,
+    pub vm_name: Option<String>,
+    /// The VM's state, or `Expunged` / `Missing` for a row whose VM is gone.
+    pub state: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VmLine {
+    pub id: String,
+    pub name: String,
+    pub state: String,
+    pub created: Option<Timestamp>,
+    pub last_change: Option<Timestamp>,
+    pub mapped: bool,
+    /// `control`, `worker` or `etcd`, as its name says; `None` for a mapped VM named otherwise.
+    pub role: Option<&'static str>,
+    /// The finding's key, when it is one.
+    pub finding: Option<String>,
+    /// The rule that applied, in words.
+    pub verdict: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeLine {
+    pub name: String,
+    /// The VM it matches, `<name> (<id>)`.
+    pub vm: Option<String>,
+    pub finding: Option<String>,
+    pub verdict: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FindingLine {
+    pub kind: &'static str,
+    pub key: String,
+    /// What was found, as the event log says it.
+    pub reason: String,
+    /// First reported, from the state file.
+    pub since: Option<Timestamp>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReportedLine {
+    pub key: String,
+    pub since: Timestamp,
+    pub alert: bool,
+    pub annotation: bool,
+    /// Held by a storm: only its event was written.
+    pub held: bool,
+    /// Still found by this look (it resolves at the next cycle otherwise).
+    pub open: bool,
+}
+
+/// VMs named like a node of the cluster but owned by someone else: never the cluster's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stranger {
+    pub vm: Vm,
+    pub owner: String,
+}
+
+fn owner_text(owner: Option<&Owner>) -> String {
+    match owner {
+        Some(Owner::Account { account, domain_id }) => {
+            format!("account {account} (domain {domain_id})")
+        }
+        Some(Owner::Project { project_id }) => format!("project {project_id}"),
+        None => "unknown".into(),
+    }
+}
+
+fn role_text(role: NodeRole) -> &'static str {
+    match role {
+        NodeRole::Control => "control",
+        NodeRole::Worker => "worker",
+        NodeRole::Etcd => "etcd",
+    }
+}
+
+/// A person's wording of a duration in whole units (`15m`, `2h30m`, `40s`).
+fn short(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    match (s / 3600, (s % 3600) / 60, s % 60) {
+        (0, 0, sec) => format!("{sec}s"),
+        (0, m, 0) => format!("{m}m"),
+        (0, m, sec) => format!("{m}m{sec}s"),
+        (h, 0, 0) => format!("{h}h"),
+        (h, m, _) => format!("{h}h{m}m"),
+    }
+}
+
+/// Explains one assembled cluster. `strangers` are the VMs named like its nodes that
+/// another account or project owns; `state` is the state file's content, if there is one.
+pub fn explanation(
+    raw: &KubernetesCluster,
+    assembled: &Assembled,
+    strangers: &[Stranger],
+    policy: &Policy,
+    now: Timestamp,
+    state: Option<&State>,
+) -> Explanation {
+    let info = crate::cks::cluster_info(raw);
+    let prefixes = ClusterPrefixes::of(&raw.name, &raw.id);
+    let mut out = Explanation {
+        cluster: ClusterLine {
+            id: raw.id.clone(),
+            name: raw.name.clone(),
+            state: raw.state.clone(),
+            zone: raw.zonename.clone().or_else(|| raw.zoneid.clone()),
+            owner: owner_text(owner_of_cluster(raw).as_ref()),
+            control_nodes: info.control_nodes,
+            size: info.size,
+            etcd_nodes: info.etcd_nodes,
+        },
+        status: "skipped",
+        reason: None,
+        grace_period_seconds: policy.grace_period.as_secs(),
+        at: now,
+        map: raw
+            .virtualmachines
+            .iter()
+            .map(|vm| MapRow {
+                vm_id: vm.id.clone(),
+                vm_name: Some(vm.name.clone()),
+                state: vm.state.clone(),
+            })
+            .collect(),
+        expected_vms: info.expected_vms(),
+        vms: Vec::new(),
+        nodes: None,
+        findings: Vec::new(),
+        reported: None,
+        pending: 0,
+    };
+    let mut found: Vec<Mismatch> = Vec::new();
+    match &assembled.verdict {
+        Verdict::Skipped { reason, .. } => out.reason = Some(reason.clone()),
+        Verdict::Compare { snapshot, partial } => {
+            out.status = if partial.is_some() {
+                "partial"
+            } else {
+                "checked"
+            };
+            out.reason = partial.as_ref().map(|(r, _)| r.clone());
+            found = diff(snapshot, policy, now);
+            let keys: HashSet<String> = found.iter().map(|m| m.key().to_string()).collect();
+            out.map.extend(snapshot.vanished.iter().map(|v| {
+                MapRow {
+                    vm_id: v.id.clone(),
+                    vm_name: v.name.clone(),
+                    state: match v.how {
+                        VanishedHow::Expunged => GONE_EXPUNGED,
+                        VanishedHow::DoesNotExist => GONE_MISSING,
+                    }
+                    .to_string(),
+                }
+            }));
+            out.vms = vm_lines(snapshot, &prefixes, &keys, policy);
+            out.nodes = node_lines(snapshot, &keys);
+        }
+    }
+    out.vms.extend(strangers.iter().map(|s| VmLine {
+        id: s.vm.id.clone(),
+        name: s.vm.name.clone(),
+        state: s.vm.state.as_str().to_string(),
+        created: s.vm.created,
+        last_change: s.vm.last_updated,
+        mapped: false,
+        role: prefixes.role_of(&s.vm.name).map(role_text),
+        finding: None,
+        verdict: format!(
+            "not this cluster's: named like one of its nodes, but owned by {}, not by the cluster's owner",
+            s.owner
+        ),
+    }));
+    let recorded = state.and_then(|s| s.clusters.get(&raw.id));
+    out.findings = found
+        .iter()
+        .map(|m| {
+            let key = m.key().to_string();
+            FindingLine {
+                kind: m.kind.as_str(),
+                since: recorded.and_then(|c| c.side(m.side()).get(&key).map(|r| r.since)),
+                reason: reason(&raw.name, m),
+                key,
+            }
+        })
+        .collect();
+    if let Some(state) = state {
+        let open: HashSet<String> = found.iter().map(|m| side_key(&m.key())).collect();
+        out.reported = Some(
+            recorded
+                .into_iter()
+                .flat_map(|c| c.vms.iter().chain(&c.nodes))
+                .map(|(key, r)| {
+                    let rk = record_key(&raw.id, key);
+                    ReportedLine {
+                        key: key.clone(),
+                        since: r.since,
+                        alert: state.alerts.contains_key(&rk),
+                        annotation: state.annotations.contains_key(&rk),
+                        held: r.held,
+                        open: open.contains(key)
+                            || !matches!(&assembled.verdict, Verdict::Compare { .. }),
+                    }
+                })
+                .collect(),
+        );
+        out.pending = state
+            .outbox
+            .iter()
+            .filter(|o| o.notification.finding().0 == raw.id)
+            .count();
+    }
+    out
+}
+
+/// Every VM of the snapshot with the rule that applied to it, mapped ones first.
+fn vm_lines(
+    snap: &ClusterSnapshot,
+    prefixes: &ClusterPrefixes,
+    findings: &HashSet<String>,
+    policy: &Policy,
+) -> Vec<VmLine> {
+    let grace = short(policy.grace_period);
+    let listed: Option<HashSet<String>> = match &snap.nodes {
+        NodeView::Listed(nodes) => Some(nodes.iter().map(|n| host_label(n).to_string()).collect()),
+        NodeView::Unknown { .. } => None,
+    };
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    let mapped_ids: HashSet<&str> = snap.mapped.iter().map(|v| v.id.as_str()).collect();
+    let all = snap
+        .mapped
+        .iter()
+        .map(|vm| (vm, true))
+        .chain(snap.named.iter().map(|vm| (vm, false)));
+    for (vm, mapped) in all {
+        if !seen.insert(vm.id.as_str()) {
+            continue;
+        }
+        let mapped = mapped || mapped_ids.contains(vm.id.as_str());
+        let key_of = |kind: &str| format!("{kind}:{}", vm.id);
+        let hit = |kind: &str| findings.contains(&key_of(kind)).then(|| key_of(kind));
+        let (finding, verdict) = if mapped {
+            if vm.state.is_dead() {
+                (
+                    hit("mapped_vm"),
+                    format!(
+                        "finding mapped_vm: mapped while {}, so it cannot serve as a node",
+                        vm.state.as_str()
+                    ),
+                )
+            } else if let Some(f) = hit("vm_not_a_node") {
+                (
+                    Some(f),
+                    format!(
+                        "finding vm_not_a_node: Running and mapped, no node is named {} and it has not changed for {grace}",
+                        vm.name.to_ascii_lowercase()
+                    ),
+                )
+            } else if vm.etcd {
+                (
+                    None,
+                    "not a finding: an etcd VM, never a Kubernetes node".to_string(),
+                )
+            } else if vm.state != VmState::Running {
+                (
+                    None,
+                    format!(
+                        "not a finding: {}, so it is not expected as a node",
+                        vm.state.as_str()
+                    ),
+                )
+            } else {
+                match &listed {
+                    None => (
+                        None,
+                        "mapped and Running; not compared with the nodes (not listed)".to_string(),
+                    ),
+                    Some(nodes) if nodes.contains(&vm.name.to_ascii_lowercase()) => {
+                        (None, "matches its node".to_string())
+                    }
+                    Some(_) => {
+                        let settled = vm.created.into_iter().chain(vm.last_updated).max();
+                        (
+                            None,
+                            format!(
+                                "not a finding yet: no node is named {}, but it was created or changed at {} (within the grace period of {grace})",
+                                vm.name.to_ascii_lowercase(),
+                                settled.map_or("?".to_string(), |t| t.to_string())
+                            ),
+                        )
+                    }
+                }
+            }
+        } else if snap.mapped_elsewhere.contains(&vm.id) {
+            (
+                None,
+                "not a finding: another cluster's map lists it".to_string(),
+            )
+        } else if vm.state.is_dead() {
+            (
+                None,
+                format!(
+                    "not a finding: {} and in no map, so it is not reported as unmapped",
+                    vm.state.as_str()
+                ),
+            )
+        } else if let Some(f) = hit("unmapped_vm") {
+            (
+                Some(f),
+                "finding unmapped_vm: named as a node of this cluster, owned by its owner, in no cluster's map"
+                    .to_string(),
+            )
+        } else {
+            let created = vm
+                .created
+                .or_else(|| crate::naming::created_from_name(&vm.name));
+            (
+                None,
+                format!(
+                    "not a finding yet: in no map, but created at {} (within the grace period of {grace})",
+                    created.map_or("?".to_string(), |t| t.to_string())
+                ),
+            )
+        };
+        out.push(VmLine {
+            id: vm.id.clone(),
+            name: vm.name.clone(),
+            state: vm.state.as_str().to_string(),
+            created: vm.created,
+            last_change: vm.last_updated,
+            mapped,
+            role: prefixes.role_of(&vm.name).map(role_text),
+            finding,
+            verdict,
+        });
+    }
+    out
+}
+
+fn host_label(name: &str) -> &str {
+    name.split('.').next().unwrap_or(name)
+}
+
+/// Every listed node with the VM it matches, or `None` when the nodes were not listed.
+fn node_lines(snap: &ClusterSnapshot, findings: &HashSet<String>) -> Option<Vec<NodeLine>> {
+    let NodeView::Listed(nodes) = &snap.nodes else {
+        return None;
+    };
+    let by_name: BTreeMap<String, &Vm> = snap
+        .mapped
+        .iter()
+        .chain(&snap.named)
+        .map(|vm| (vm.name.to_ascii_lowercase(), vm))
+        .collect();
+    let gone: HashSet<String> = snap
+        .vanished
+        .iter()
+        .filter_map(|v| v.name.as_ref())
+        .map(|n| n.to_ascii_lowercase())
+        .collect();
+    Some(
+        nodes
+            .iter()
+            .map(|node| {
+                let label = host_label(node);
+                let key = format!("node_without_vm:{node}");
+                match by_name.get(label) {
+                    Some(vm) => NodeLine {
+                        name: node.clone(),
+                        vm: Some(format!("{} ({})", vm.name, vm.id)),
+                        finding: None,
+                        verdict: "matches a VM of the cluster by name".into(),
+                    },
+                    None if gone.contains(label) => NodeLine {
+                        name: node.clone(),
+                        vm: None,
+                        finding: None,
+                        verdict: "named like a mapped VM that is gone (reported as mapped_vm)"
+                            .into(),
+                    },
+                    None => NodeLine {
+                        name: node.clone(),
+                        vm: None,
+                        finding: findings.contains(&key).then_some(key),
+                        verdict: "finding node_without_vm: matches no VM of the cluster".into(),
+                    },
+                }
+            })
+            .collect(),
+    )
+}
+
+/// The VMs named like a node of `c` whose owner is not the cluster's.
+pub fn strangers(c: &KubernetesCluster, vms: &[VirtualMachine]) -> Vec<Stranger> {
+    let prefixes = ClusterPrefixes::of(&c.name, &c.id);
+    let owner = owner_of_cluster(c);
+    vms.iter()
+        .filter(|vm| prefixes.role_of(&vm.name).is_some())
+        .filter_map(|vm| {
+            let theirs = owner_of_vm(vm);
+            (theirs != owner).then(|| Stranger {
+                vm: Vm {
+                    id: vm.id.clone(),
+                    name: vm.name.clone(),
+                    state: VmState::parse(&vm.state),
+                    created: vm.created.as_deref().and_then(Timestamp::parse),
+                    last_updated: vm.lastupdated.as_deref().and_then(Timestamp::parse),
+                    etcd: false,
+                },
+                owner: owner_text(theirs.as_ref()),
+            })
+        })
+        .collect()
+}
+
+fn opt_time(t: Option<Timestamp>) -> String {
+    t.map_or_else(|| "-".to_string(), |t| t.to_string())
+}
+
+/// The text form: a few aligned tables. Tenant text is escaped.
+pub fn to_text(e: &Explanation) -> String {
+    let mut out = String::new();
+    let c = &e.cluster;
+    let w = |out: &mut String, line: String| {
+        out.push_str(&line);
+        out.push('\n');
+    };
+    w(
+        &mut out,
+        format!(
+            "Kubernetes cluster {} ({}), {}, zone {}, owned by {}",
+            escaped(&c.name),
+            c.id,
+            escaped(&c.state),
+            c.zone.as_deref().map_or("?".into(), escaped),
+            escaped(&c.owner)
+        ),
+    );
+    let how = match e.status {
+        "checked" => "map, VMs and Kubernetes nodes compared".to_string(),
+        "partial" => format!(
+            "map and VMs compared; the nodes were not: {}",
+            escaped(e.reason.as_deref().unwrap_or(""))
+        ),
+        _ => format!(
+            "not compared: {}",
+            escaped(e.reason.as_deref().unwrap_or(""))
+        ),
+    };
+    w(
+        &mut out,
+        format!(
+            "{how}, at {}, grace period {}",
+            e.at,
+            short(std::time::Duration::from_secs(e.grace_period_seconds))
+        ),
+    );
+    w(&mut out, String::new());
+    w(
+        &mut out,
+        format!(
+            "Map: {} rows, {} expected ({} control + {} workers + {} etcd)",
+            e.map.len(),
+            e.expected_vms,
+            c.control_nodes,
+            c.size,
+            c.etcd_nodes
+        ),
+    );
+    for row in &e.map {
+        w(
+            &mut out,
+            format!(
+                "  {:<36}  {:<10}  {}",
+                row.vm_id,
+                escaped(&row.state),
+                row.vm_name.as_deref().map_or("?".into(), escaped)
+            ),
+        );
+    }
+    w(&mut out, String::new());
+    w(&mut out, format!("VMs: {}", e.vms.len()));
+    for vm in &e.vms {
+        w(
+            &mut out,
+            format!(
+                "  {} ({}), {}, {}{}, created {}, last change {}",
+                escaped(&vm.name),
+                vm.id,
+                escaped(&vm.state),
+                if vm.mapped { "mapped" } else { "not mapped" },
+                vm.role.map_or(String::new(), |r| format!(", {r}")),
+                opt_time(vm.created),
+                opt_time(vm.last_change)
+            ),
+        );
+        w(&mut out, format!("      {}", escaped(&vm.verdict)));
+    }
+    w(&mut out, String::new());
+    match &e.nodes {
+        None => w(&mut out, "Kubernetes nodes: not listed".to_string()),
+        Some(nodes) => {
+            w(&mut out, format!("Kubernetes nodes: {}", nodes.len()));
+            for n in nodes {
+                w(
+                    &mut out,
+                    format!(
+                        "  {}{}",
+                        escaped(&n.name),
+                        n.vm.as_deref()
+                            .map_or(String::new(), |v| format!(" -> VM {}", escaped(v)))
+                    ),
+                );
+                w(&mut out, format!("      {}", escaped(&n.verdict)));
+            }
+        }
+    }
+    w(&mut out, String::new());
+    if e.findings.is_empty() {
+        w(&mut out, "Findings: none".to_string());
+    } else {
+        w(&mut out, format!("Findings: {}", e.findings.len()));
+        for f in &e.findings {
+            w(
+                &mut out,
+                format!(
+                    "  {} ({})",
+                    escaped(&f.key),
+                    f.since.map_or("not reported yet".to_string(), |t| format!(
+                        "reported since {t}"
+                    ))
+                ),
+            );
+            w(&mut out, format!("      {}", escaped(&f.reason)));
+        }
+    }
+    w(&mut out, String::new());
+    match &e.reported {
+        None => w(&mut out, "Reported: no state file".to_string()),
+        Some(r) if r.is_empty() => w(
+            &mut out,
+            format!(
+                "Reported: nothing open in the state file; {} notifications pending",
+                e.pending
+            ),
+        ),
+        Some(r) => {
+            w(
+                &mut out,
+                format!(
+                    "Reported (state file): {}; {} notifications pending",
+                    r.len(),
+                    e.pending
+                ),
+            );
+            for line in r {
+                let mut sent = Vec::new();
+                if line.alert {
+                    sent.push("alert");
+                }
+                if line.annotation {
+                    sent.push("annotation");
+                }
+                if line.held {
+                    sent.push("held by a storm");
+                }
+                if sent.is_empty() {
+                    sent.push("event only");
+                }
+                w(
+                    &mut out,
+                    format!(
+                        "  {} since {}: {}{}",
+                        escaped(&line.key),
+                        line.since,
+                        sent.join(", "),
+                        if line.open {
+                            ""
+                        } else {
+                            "; no longer found, resolves at the next cycle"
+                        }
+                    ),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Why `explain` could not explain.
+#[derive(Debug, thiserror::Error)]
+pub enum ExplainError {
+    #[error("no Kubernetes cluster is named or has the id {0:?}; `cks-drift check` lists them")]
+    NotFound(String),
+    #[error("{count} Kubernetes clusters are named {name:?} ({ids}); give the id instead")]
+    Ambiguous {
+        name: String,
+        count: usize,
+        ids: String,
+    },
+    #[error(transparent)]
+    Cycle(#[from] crate::inventory::CycleError),
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// The one cluster named (by name or id) among `clusters`.
+pub fn pick<'a>(
+    clusters: &'a [KubernetesCluster],
+    wanted: &str,
+) -> Result<&'a KubernetesCluster, ExplainError> {
+    if let Some(c) = clusters.iter().find(|c| c.id == wanted) {
+        return Ok(c);
+    }
+    let named: Vec<&KubernetesCluster> = clusters.iter().filter(|c| c.name == wanted).collect();
+    match named.as_slice() {
+        // Shown with `{:?}`, which escapes control characters.
+        [] => Err(ExplainError::NotFound(wanted.to_string())),
+        [one] => Ok(one),
+        many => Err(ExplainError::Ambiguous {
+            name: wanted.to_string(),
+            count: many.len(),
+            ids: many
+                .iter()
+                .map(|c| c.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        }),
+    }
+}
+
+/// Reads the inventory with only `cluster`'s nodes listed, and explains it.
+pub async fn explain(
+    config: &Config,
+    wanted: &str,
+    now: Timestamp,
+) -> Result<Explanation, ExplainError> {
+    let api = Client::new(&config.cloudstack).map_err(|e| ExplainError::Setup(error_chain(&e)))?;
+    let lister = crate::remote::ssh::SshNodeLister::new(&config.ssh)
+        .map_err(|e| ExplainError::Setup(error_chain(&e)))?;
+    let state = read_state(&config.state.path)?;
+    let previous = state
+        .as_ref()
+        .map(crate::state::step::previous_maps)
+        .unwrap_or_default();
+    let database = config.database.as_ref().map(crate::database::Database::new);
+    // The cluster is looked up first, so that only its nodes are listed.
+    let clusters: Vec<KubernetesCluster> = api
+        .list(
+            "listKubernetesClusters",
+            "kubernetescluster",
+            &crate::cks::ROOT_SCOPE,
+        )
+        .await
+        .map_err(|source| crate::inventory::CycleError::List {
+            what: "Kubernetes clusters",
+            source,
+        })?;
+    let id = pick(&clusters, wanted)?.id.clone();
+    let listing = crate::inventory::Listing {
+        concurrency: 1,
+        default_user: &config.ssh.user,
+        deadline: crate::engine::node_deadline(config),
+        only: Some(&id),
+    };
+    let inventory = crate::inventory::fetch(
+        &api,
+        Arc::new(lister),
+        listing,
+        &previous,
+        database.as_ref(),
+    )
+    .await?;
+    let raw = pick(&inventory.clusters, &id)?.clone();
+    let strangers = strangers(&raw, &inventory.vms);
+    let assembled = assemble(inventory)
+        .into_iter()
+        .find(|a| a.id == id)
+        .ok_or_else(|| ExplainError::NotFound(id.clone()))?;
+    let policy = Policy {
+        grace_period: config.check.grace_period,
+    };
+    Ok(explanation(
+        &raw,
+        &assembled,
+        &strangers,
+        &policy,
+        now,
+        state.as_ref(),
+    ))
+}
+
+/// The state file's content, read without its lock (a running instance keeps it); `None`
+/// when there is none.
+fn read_state(path: &Path) -> Result<Option<State>, ExplainError> {
+    crate::state::file::read(path).map_err(|e| ExplainError::Setup(error_chain(&e)))
+}
+
+/// `cks-drift explain`: prints the explanation, returns the exit code.
+pub async fn run(config: &Config, wanted: &str, json: bool, out: &mut dyn Write) -> i32 {
+    match explain(config, wanted, Timestamp::now()).await {
+        Ok(e) => {
+            let text = if json {
+                serde_json::to_string_pretty(&e).unwrap_or_default() + "\n"
+            } else {
+                to_text(&e)
+            };
+            let _ = out.write_all(text.as_bytes());
+            0
+        }
+        Err(e) => {
+            eprintln!("cks-drift: {}", error_chain(&e));
+            crate::report::exit::CANNOT_RUN
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

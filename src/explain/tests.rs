@@ -1,0 +1,35 @@
+//! Finding the cluster asked for, and durations as people write them.
+use super::*;
+
+fn cluster(id: &str, name: &str) -> KubernetesCluster {
+    serde_json::from_value(serde_json::json!({"id": id, "name": name, "state": "Running"})).unwrap()
+}
+
+#[test]
+fn a_cluster_is_found_by_id_then_by_name() {
+    let all = [
+        cluster("c1", "web"),
+        cluster("c2", "db"),
+        cluster("c3", "db"),
+    ];
+    assert_eq!(pick(&all, "c2").unwrap().id, "c2");
+    assert_eq!(pick(&all, "web").unwrap().id, "c1");
+    assert_eq!(
+        pick(&all, "db").unwrap_err().to_string(),
+        "2 Kubernetes clusters are named \"db\" (c2, c3); give the id instead"
+    );
+    assert_eq!(
+        pick(&all, "x\x1b[2J").unwrap_err().to_string(),
+        "no Kubernetes cluster is named or has the id \"x\\u{1b}[2J\"; `cks-drift check` lists them"
+    );
+}
+
+#[test]
+fn durations_are_short() {
+    use std::time::Duration;
+    assert_eq!(short(Duration::from_secs(0)), "0s");
+    assert_eq!(short(Duration::from_secs(900)), "15m");
+    assert_eq!(short(Duration::from_secs(90)), "1m30s");
+    assert_eq!(short(Duration::from_secs(7200)), "2h");
+    assert_eq!(short(Duration::from_secs(9000)), "2h30m");
+}
