@@ -12,7 +12,7 @@ pub struct Secret(String);
 
 /// The problem of a table no release knows.
 const UNKNOWN_TABLE: &str = "is not a known table; the tables are [cloudstack], [ssh], [check], \
-     [state], [notify], [http], [log] and [database]";
+     [state], [notify], [http], [log], [database], [alertmanager] and [[ignore]]";
 
 /// The problem of a config without `ssh.private_key`.
 const PRIVATE_KEY_MISSING: &str = "is missing; point it at the management server's key \
@@ -245,6 +245,87 @@ pub struct Config {
     pub log: LogSettings,
     /// `None` without a `[database]` table: everything is read through the API.
     pub database: Option<DatabaseSettings>,
+    /// `None` without an `[alertmanager]` table.
+    pub alertmanager: Option<AlertmanagerSettings>,
+    /// `[[ignore]]`: drift an operator has accepted, in file order.
+    pub ignore: Vec<IgnoreRule>,
+}
+
+/// `[alertmanager]`: where every open finding is also an alert.
+#[derive(Debug, Clone)]
+pub struct AlertmanagerSettings {
+    /// Base URLs of the Alertmanagers of one cluster (`/api/v2/alerts` is added); each gets
+    /// every alert.
+    pub urls: Vec<String>,
+    pub auth: AlertmanagerAuth,
+    pub ca_file: Option<PathBuf>,
+    pub insecure: bool,
+    /// Deadline of one request.
+    pub timeout: Duration,
+    /// Added to every alert's annotations when set.
+    pub runbook_url: Option<String>,
+}
+
+/// How cks-drift authenticates to Alertmanager.
+#[derive(Debug, Clone)]
+pub enum AlertmanagerAuth {
+    None,
+    Basic { username: String, password: Secret },
+    Bearer(Secret),
+}
+
+/// The kinds of finding, as the report names them: what `[[ignore]]`'s `kind` may be.
+pub const KIND_NAMES: [&str; 6] = [
+    "mapped_vm",
+    "unmapped_vm",
+    "node_without_vm",
+    "vm_not_a_node",
+    "map_count",
+    "blind",
+];
+
+/// One `[[ignore]]` rule: findings it matches are reported, marked ignored, and not alerted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IgnoreRule {
+    /// 1-based position among the `[[ignore]]` tables, as messages and metrics name it.
+    pub number: usize,
+    /// Cluster name or id.
+    pub cluster: Option<String>,
+    pub kind: Option<String>,
+    /// VM name or id.
+    pub vm: Option<String>,
+    /// Node name.
+    pub node: Option<String>,
+    pub reason: String,
+    pub expires: Option<crate::time::Timestamp>,
+    pub by: Option<String>,
+}
+
+/// The fields of an `[[ignore]]` rule.
+const IGNORE_FIELDS: [&str; 7] = ["cluster", "kind", "vm", "node", "reason", "expires", "by"];
+
+/// `expires`: an RFC 3339 date-time, or a date alone (its midnight UTC); a TOML date-time or a
+/// string.
+pub fn parse_expiry(value: &toml::Value) -> Result<crate::time::Timestamp, String> {
+    const HOW: &str = "give an RFC 3339 date-time such as 2026-12-31T00:00:00Z, or a date such as 2026-12-31 (its midnight UTC)";
+    let text = match value {
+        toml::Value::String(s) => s.trim().to_string(),
+        toml::Value::Datetime(d) => d.to_string(),
+        other => return Err(format!("must be a date-time, not {}; {HOW}", other.type_str())),
+    };
+    let full = if text.len() == 10 {
+        format!("{text}T00:00:00Z")
+    } else {
+        text.clone()
+    };
+    let zoned = full.ends_with('Z')
+        || full.ends_with('z')
+        || full.len() > 19 && matches!(full.as_bytes()[full.len() - 6], b'+' | b'-');
+    match crate::time::Timestamp::parse(&full) {
+        Some(t) if zoned => Ok(t),
+        Some(_) => Err(format!("is {text:?}, which has no time zone; {HOW}")),
+        None => Err(format!("is {text:?}; {HOW}")),
+    }
 }
 
 /// One problem with the configuration, named by its full key.
@@ -380,6 +461,19 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "connect_timeout",
             "query_timeout",
             "lock_interval",
+        ],
+    ),
+    (
+        "alertmanager",
+        &[
+            "urls",
+            "username",
+            "password_file",
+            "bearer_token_file",
+            "ca_file",
+            "insecure",
+            "timeout",
+            "runbook_url",
         ],
     ),
 ];
@@ -601,6 +695,185 @@ impl Reader<'_> {
         }
     }
 
+    /// `[alertmanager]`, when the file has one.
+    fn alertmanager(&mut self) -> Option<AlertmanagerSettings> {
+        self.root.get("alertmanager")?.as_table()?;
+        const EXAMPLE: &str = "e.g. [\"http://127.0.0.1:9093\"]";
+        let urls: Vec<String> = match self.value("alertmanager.urls") {
+            None => {
+                self.problem(
+                    "alertmanager.urls",
+                    format!("is missing; list the Alertmanagers, {EXAMPLE}, or remove [alertmanager]"),
+                );
+                Vec::new()
+            }
+            Some(toml::Value::Array(items)) => {
+                let mut urls = Vec::new();
+                for item in items {
+                    match item.as_str().map(str::trim) {
+                        Some(u) if reqwest::Url::parse(u).is_ok_and(|p| matches!(p.scheme(), "http" | "https")) => {
+                            urls.push(u.trim_end_matches('/').to_string())
+                        }
+                        _ => self.problem(
+                            "alertmanager.urls",
+                            format!("holds {item}, which is not an http:// or https:// URL; {EXAMPLE}"),
+                        ),
+                    }
+                }
+                if items.is_empty() {
+                    self.problem("alertmanager.urls", format!("is empty; {EXAMPLE}"));
+                }
+                urls
+            }
+            Some(other) => {
+                self.problem(
+                    "alertmanager.urls",
+                    format!("must be a list of URLs, not {}; {EXAMPLE}", other.type_str()),
+                );
+                Vec::new()
+            }
+        };
+        let username = self.string("alertmanager.username");
+        let password = self.path("alertmanager.password_file");
+        let bearer = self.path("alertmanager.bearer_token_file");
+        let auth = match (username, password, bearer) {
+            (None, None, None) => AlertmanagerAuth::None,
+            (Some(_), _, Some(_)) | (_, Some(_), Some(_)) => {
+                self.problem(
+                    "alertmanager.bearer_token_file",
+                    "is set together with basic auth (username, password_file); keep one of them",
+                );
+                AlertmanagerAuth::None
+            }
+            (None, None, Some(path)) => {
+                AlertmanagerAuth::Bearer(self.secret_file("alertmanager.bearer_token_file", &path))
+            }
+            (Some(username), Some(path), None) => AlertmanagerAuth::Basic {
+                username,
+                password: self.secret_file("alertmanager.password_file", &path),
+            },
+            (Some(_), None, None) => {
+                self.problem(
+                    "alertmanager.password_file",
+                    "is missing while alertmanager.username is set; point it at a file holding the password",
+                );
+                AlertmanagerAuth::None
+            }
+            (None, Some(_), None) => {
+                self.problem(
+                    "alertmanager.username",
+                    "is missing while alertmanager.password_file is set",
+                );
+                AlertmanagerAuth::None
+            }
+        };
+        let runbook_url = self.string("alertmanager.runbook_url").map(|u| u.trim().to_string());
+        Some(AlertmanagerSettings {
+            urls,
+            auth,
+            ca_file: self.path("alertmanager.ca_file"),
+            insecure: self.bool("alertmanager.insecure", false),
+            timeout: self.duration(
+                "alertmanager.timeout",
+                "10s",
+                Duration::from_millis(100),
+                10 * MINUTE,
+            ),
+            runbook_url,
+        })
+    }
+
+    /// `[[ignore]]`, in file order.
+    fn ignore_rules(&mut self) -> Vec<IgnoreRule> {
+        let Some(value) = self.root.get("ignore") else {
+            return Vec::new();
+        };
+        let Some(items) = value.as_array() else {
+            self.problem(
+                "ignore",
+                "must be written [[ignore]]: a list of rules, each a table",
+            );
+            return Vec::new();
+        };
+        let mut rules = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let number = i + 1;
+            let at = |field: &str| format!("ignore[{number}].{field}");
+            let Some(t) = item.as_table() else {
+                self.problem(&format!("ignore[{number}]"), "must be a table");
+                continue;
+            };
+            for key in t.keys() {
+                if !IGNORE_FIELDS.contains(&key.as_str()) {
+                    self.problem(
+                        &at(key),
+                        format!("is not a known field; a rule takes {}", IGNORE_FIELDS.join(", ")),
+                    );
+                }
+            }
+            let text = |field: &str, r: &mut Self| -> Option<String> {
+                match t.get(field)? {
+                    toml::Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_string()),
+                    toml::Value::String(_) => {
+                        r.problem(&at(field), "is empty");
+                        None
+                    }
+                    other => {
+                        r.problem(&at(field), format!("must be a string, not {}", other.type_str()));
+                        None
+                    }
+                }
+            };
+            let cluster = text("cluster", self);
+            let kind = text("kind", self);
+            let vm = text("vm", self);
+            let node = text("node", self);
+            let reason = text("reason", self);
+            let by = text("by", self);
+            if let Some(k) = &kind
+                && !KIND_NAMES.contains(&k.as_str())
+            {
+                self.problem(
+                    &at("kind"),
+                    format!("is {k:?}; the kinds are {}", KIND_NAMES.join(", ")),
+                );
+            }
+            if cluster.is_none() && kind.is_none() && vm.is_none() && node.is_none() {
+                self.problem(
+                    &format!("ignore[{number}]"),
+                    "matches every finding; give at least one of cluster, kind, vm and node",
+                );
+            }
+            if reason.is_none() && t.get("reason").is_none() {
+                self.problem(
+                    &at("reason"),
+                    "is missing; say why this drift is accepted (it is shown with every finding the rule matches)",
+                );
+            }
+            let expires = match t.get("expires") {
+                None => None,
+                Some(v) => match parse_expiry(v) {
+                    Ok(when) => Some(when),
+                    Err(e) => {
+                        self.problem(&at("expires"), e);
+                        None
+                    }
+                },
+            };
+            rules.push(IgnoreRule {
+                number,
+                cluster,
+                kind,
+                vm,
+                node,
+                reason: reason.unwrap_or_default(),
+                expires,
+                by,
+            });
+        }
+        rules
+    }
+
     /// `[database]`, when the file has one.
     fn database(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Option<DatabaseSettings> {
         self.root.get("database")?.as_table()?;
@@ -761,6 +1034,10 @@ impl Config {
             problems: Vec::new(),
         };
         for (table, value) in &root {
+            if table == "ignore" {
+                // An array of tables, read (and checked) by `ignore_rules`.
+                continue;
+            }
             match KNOWN_KEYS.iter().find(|(t, _)| t == table) {
                 None => r.problem(table, UNKNOWN_TABLE),
                 Some((_, keys)) => match value.as_table() {
@@ -953,6 +1230,8 @@ impl Config {
         }
 
         let database = r.database(env);
+        let alertmanager = r.alertmanager();
+        let ignore = r.ignore_rules();
 
         if r.problems.is_empty() {
             Ok(Config {
@@ -964,6 +1243,8 @@ impl Config {
                 http: HttpSettings { listen },
                 log,
                 database,
+                alertmanager,
+                ignore,
             })
         } else {
             Err(ConfigError::Invalid {

@@ -1,0 +1,168 @@
+//! `[[ignore]]` rules: drift an operator has accepted. Pure: which rule, if any, matches a
+//! finding at a given time. What a matched finding still gets (the report, the event log)
+//! and what it does not (alerts, annotations, Alertmanager) is the dedupe step's business.
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::IgnoreRule;
+use crate::diff::Mismatch;
+use crate::time::Timestamp;
+
+/// The rule that matched a finding, as the state records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ignored {
+    /// The rule's position among the `[[ignore]]` tables, from 1.
+    pub rule: usize,
+    pub reason: String,
+}
+
+impl Ignored {
+    pub fn of(rule: &IgnoreRule) -> Self {
+        Ignored {
+            rule: rule.number,
+            reason: rule.reason.clone(),
+        }
+    }
+}
+
+/// Whether `rule` matches the finding `m` of cluster `cluster_id` (`cluster_name`) at `now`:
+/// it has not expired, and every field it gives matches (names of VMs and nodes
+/// case-insensitively, since Kubernetes lowercases them).
+pub fn matches(
+    rule: &IgnoreRule,
+    cluster_id: &str,
+    cluster_name: &str,
+    m: &Mismatch,
+    now: Timestamp,
+) -> bool {
+    if rule.expires.is_some_and(|t| t <= now) {
+        return false;
+    }
+    let cluster = rule
+        .cluster
+        .as_deref()
+        .is_none_or(|c| c == cluster_id || c == cluster_name);
+    let kind = rule.kind.as_deref().is_none_or(|k| k == m.kind.as_str());
+    let vm = rule.vm.as_deref().is_none_or(|want| {
+        m.vm().is_some_and(|vm| {
+            vm.id == want
+                || vm
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.eq_ignore_ascii_case(want))
+        })
+    });
+    let node = rule
+        .node
+        .as_deref()
+        .is_none_or(|want| m.node().is_some_and(|n| n.eq_ignore_ascii_case(want)));
+    cluster && kind && vm && node
+}
+
+/// The first rule that matches, if any.
+pub fn first_match<'a>(
+    rules: &'a [IgnoreRule],
+    cluster_id: &str,
+    cluster_name: &str,
+    m: &Mismatch,
+    now: Timestamp,
+) -> Option<&'a IgnoreRule> {
+    rules
+        .iter()
+        .find(|r| matches(r, cluster_id, cluster_name, m, now))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diff::{MismatchKind, Subject, VmRef};
+
+    fn rule(f: impl FnOnce(&mut IgnoreRule)) -> IgnoreRule {
+        let mut r = IgnoreRule {
+            number: 1,
+            cluster: None,
+            kind: None,
+            vm: None,
+            node: None,
+            reason: "known".into(),
+            expires: None,
+            by: None,
+        };
+        f(&mut r);
+        r
+    }
+
+    fn vm(kind: MismatchKind) -> Mismatch {
+        Mismatch {
+            kind,
+            subject: Subject::Vm(VmRef {
+                id: "v1".into(),
+                name: Some("Web-Node-1".into()),
+                state: "Running".into(),
+            }),
+        }
+    }
+
+    fn node(name: &str) -> Mismatch {
+        Mismatch {
+            kind: MismatchKind::NodeWithoutVm,
+            subject: Subject::Node(name.into()),
+        }
+    }
+
+    const NOW: i64 = 1_800_000_000;
+
+    fn at(secs: i64) -> Timestamp {
+        Timestamp::from_unix(secs)
+    }
+
+    #[test]
+    fn every_field_given_must_match() {
+        let m = vm(MismatchKind::UnmappedVm);
+        let yes = |r: IgnoreRule| matches(&r, "c1", "web", &m, at(NOW));
+        assert!(yes(rule(|r| r.cluster = Some("web".into()))));
+        assert!(yes(rule(|r| r.cluster = Some("c1".into()))));
+        assert!(!yes(rule(|r| r.cluster = Some("db".into()))));
+        assert!(yes(rule(|r| r.kind = Some("unmapped_vm".into()))));
+        assert!(!yes(rule(|r| r.kind = Some("mapped_vm".into()))));
+        assert!(yes(rule(|r| r.vm = Some("v1".into()))));
+        assert!(yes(rule(|r| r.vm = Some("web-node-1".into()))));
+        assert!(!yes(rule(|r| r.vm = Some("v2".into()))));
+        assert!(!yes(rule(|r| r.node = Some("web-node-1".into()))), "a VM finding has no node");
+        assert!(!yes(rule(|r| {
+            r.cluster = Some("web".into());
+            r.kind = Some("mapped_vm".into());
+        })));
+        let n = node("manual-1");
+        assert!(matches(&rule(|r| r.node = Some("Manual-1".into())), "c1", "web", &n, at(NOW)));
+        assert!(!matches(&rule(|r| r.vm = Some("manual-1".into())), "c1", "web", &n, at(NOW)));
+    }
+
+    #[test]
+    fn an_expired_rule_matches_nothing() {
+        let m = vm(MismatchKind::UnmappedVm);
+        let r = rule(|r| {
+            r.cluster = Some("web".into());
+            r.expires = Some(at(NOW));
+        });
+        assert!(matches(&r, "c1", "web", &m, at(NOW - 1)));
+        assert!(!matches(&r, "c1", "web", &m, at(NOW)));
+    }
+
+    #[test]
+    fn the_first_matching_rule_wins() {
+        let rules = [
+            rule(|r| r.kind = Some("mapped_vm".into())),
+            rule(|r| {
+                r.number = 2;
+                r.cluster = Some("web".into());
+            }),
+            rule(|r| {
+                r.number = 3;
+                r.vm = Some("v1".into());
+            }),
+        ];
+        let m = vm(MismatchKind::UnmappedVm);
+        assert_eq!(first_match(&rules, "c1", "web", &m, at(NOW)).map(|r| r.number), Some(2));
+    }
+}
