@@ -19,6 +19,7 @@ pub mod diagnose;
 pub mod diff;
 pub mod engine;
 pub mod error_chain;
+pub mod identity;
 pub mod inventory;
 pub mod logging;
 pub mod metrics;

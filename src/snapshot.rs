@@ -122,11 +122,36 @@ pub struct VanishedVm {
     pub how: VanishedHow,
 }
 
+/// A Kubernetes node as the control node listed it. Every field is the tenant's text, checked
+/// for shape by `remote::kubectl` and nothing more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// Its name, lowercased.
+    pub name: String,
+    /// `status.nodeInfo.systemUUID`, lowercased: on KVM the VM's CloudStack UUID. `None` when
+    /// it is empty or was not listed (an `-o name` command lists names only).
+    pub system_uuid: Option<String>,
+    /// `spec.providerID` as listed, e.g. `cloudstack:///<vm uuid>` where the CloudStack cloud
+    /// provider runs; `None` when it is not set or was not listed.
+    pub provider_id: Option<String>,
+}
+
+impl Node {
+    /// A node known by its name only.
+    pub fn named(name: impl Into<String>) -> Self {
+        Node {
+            name: name.into(),
+            system_uuid: None,
+            provider_id: None,
+        }
+    }
+}
+
 /// The Kubernetes nodes of a cluster, or why they are not known.
 #[derive(Debug, Clone, PartialEq)]
 pub enum NodeView {
-    /// Node names as `kubectl get nodes -o name` gave them (without `node/`).
-    Listed(Vec<String>),
+    /// The nodes as the node-listing command gave them, in its order.
+    Listed(Vec<Node>),
     /// The nodes could not be listed; the node side is not compared.
     Unknown { reason: String },
 }

@@ -94,6 +94,18 @@ fn alert_marker_parts(description: &str) -> Option<(&str, FindingKey)> {
 fn finding(key: &FindingKey) -> Option<Mismatch> {
     let subject = match key.kind {
         MismatchKind::NodeWithoutVm => Subject::Node(key.subject.clone()),
+        MismatchKind::IdentityConflict => {
+            let unknown = || VmRef {
+                id: String::new(),
+                name: None,
+                state: String::new(),
+            };
+            Subject::Conflict {
+                node: key.subject.clone(),
+                is: unknown(),
+                named: unknown(),
+            }
+        }
         MismatchKind::Blind => Subject::Blind {
             reason: String::new(),
             since: Timestamp::from_unix(0),

@@ -42,7 +42,13 @@ fn minimal_config_takes_the_defaults() {
     assert_eq!(c.ssh.host_key_policy, HostKeyPolicy::AcceptNew);
     assert_eq!(c.ssh.connect_timeout, Duration::from_secs(10));
     assert_eq!(c.ssh.command_timeout, Duration::from_secs(20));
-    assert_eq!(c.ssh.command, "sudo -n /opt/bin/kubectl get nodes -o name");
+    assert_eq!(
+        c.ssh.command,
+        format!(
+            "sudo -n /opt/bin/kubectl get nodes {}",
+            crate::remote::kubectl::LIST_ARGUMENTS
+        )
+    );
     assert_eq!(
         c.ssh.known_hosts,
         PathBuf::from("/var/lib/cks-drift/known_hosts")

@@ -1,6 +1,7 @@
-//! The Kubernetes view of a cluster: the node names its control node reports, read over SSH.
-//! `ssh` runs the command, `kubectl` parses its output. Which host and user to reach comes
-//! from the CloudStack view; comparing the names belongs to the diff.
+//! The Kubernetes view of a cluster: the nodes its control node reports (names, system UUIDs,
+//! provider IDs), read over SSH. `ssh` runs the command, `kubectl` parses its output. Which
+//! host and user to reach comes from the CloudStack view; comparing the nodes belongs to the
+//! diff.
 
 pub mod kubectl;
 pub mod ssh;
@@ -11,7 +12,9 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::time::Duration;
 
-pub use kubectl::{ParseError, parse_nodes};
+use crate::snapshot::Node;
+
+pub use kubectl::{NodeFormat, ParseError, parse_nodes};
 pub use ssh::{KeyError, SshNodeLister};
 
 /// Where to log in: a cluster's control node.
@@ -23,9 +26,9 @@ pub struct SshTarget {
 }
 
 pub type NodeListFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<Vec<String>, NodeListError>> + Send + 'a>>;
+    Pin<Box<dyn Future<Output = Result<Vec<Node>, NodeListError>> + Send + 'a>>;
 
-/// Lists a cluster's Kubernetes node names (lowercase). Implementations bound every step with
+/// Lists a cluster's Kubernetes nodes (names lowercase). Implementations bound every step with
 /// their own deadlines.
 pub trait NodeLister: Send + Sync {
     fn list_nodes<'a>(&'a self, target: &'a SshTarget) -> NodeListFuture<'a>;
@@ -408,6 +411,7 @@ mod tests {
                     source: ParseError {
                         line: 1,
                         excerpt: "x".into(),
+                        format: NodeFormat::Columns,
                     },
                 },
                 "output",

@@ -9,6 +9,7 @@ mod database;
 mod dedupe;
 mod fake_cloudstack;
 mod hardening;
+mod identity;
 mod refusals;
 mod ssh;
 mod support;
