@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::remote::Node;
 use crate::time::Timestamp;
 
 /// A VM state as CloudStack names it. Unknown states are kept verbatim.
@@ -120,31 +121,6 @@ pub struct VanishedVm {
     /// The name it had when last seen in the map.
     pub name: Option<String>,
     pub how: VanishedHow,
-}
-
-/// A Kubernetes node as the control node listed it. Every field is the tenant's text, checked
-/// for shape by `remote::kubectl` and nothing more.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Node {
-    /// Its name, lowercased.
-    pub name: String,
-    /// `status.nodeInfo.systemUUID`, lowercased: on KVM the VM's CloudStack UUID. `None` when
-    /// it is empty or was not listed (an `-o name` command lists names only).
-    pub system_uuid: Option<String>,
-    /// `spec.providerID` as listed, e.g. `cloudstack:///<vm uuid>` where the CloudStack cloud
-    /// provider runs; `None` when it is not set or was not listed.
-    pub provider_id: Option<String>,
-}
-
-impl Node {
-    /// A node known by its name only.
-    pub fn named(name: impl Into<String>) -> Self {
-        Node {
-            name: name.into(),
-            system_uuid: None,
-            provider_id: None,
-        }
-    }
 }
 
 /// The Kubernetes nodes of a cluster, or why they are not known.

@@ -192,8 +192,7 @@ pub fn subject_with_state(m: &Mismatch) -> String {
             name: None,
             state,
         }) => format!("VM {id} ({state})"),
-        Subject::Node(node) => format!("node {node}"),
-        Subject::Conflict { node, is, .. } => format!("node {node} (is VM {})", is.id),
+        Subject::Node(node) | Subject::Conflict { node, .. } => format!("node {node}"),
         Subject::MapRows { shown, expected } => format!("map {shown}/{expected}"),
         Subject::Blind { since, .. } => format!("nodes unseen since {since}"),
     }

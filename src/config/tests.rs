@@ -280,6 +280,7 @@ fn the_example_config_is_complete_and_valid() {
     let env = |name: &str| Some(format!("value-of-{name}"));
     let c = Config::from_toml(&text, Path::new("cks-drift.toml"), &env).unwrap();
     assert_eq!(c.check.interval, Duration::from_secs(300));
+    assert_eq!(c.ssh.command, DEFAULT_COMMAND);
     // Every known key appears in the example.
     let example = include_str!("../../config/cks-drift.toml");
     for (table, keys) in KNOWN_KEYS {

@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use crate::snapshot::Node;
+use super::Node;
 
 /// What the default `ssh.command` passes to `kubectl get nodes`: one line per node, its name,
 /// system UUID and provider ID. Every character is plain for a shell (the command runs in the

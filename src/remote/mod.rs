@@ -12,10 +12,33 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::time::Duration;
 
-use crate::snapshot::Node;
-
 pub use kubectl::{NodeFormat, ParseError, parse_nodes};
 pub use ssh::{KeyError, SshNodeLister};
+
+/// A Kubernetes node as the control node listed it. Every field is the tenant's text, checked
+/// for shape by `remote::kubectl` and nothing more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// Its name, lowercased.
+    pub name: String,
+    /// `status.nodeInfo.systemUUID`, lowercased: on KVM the VM's CloudStack UUID. `None` when
+    /// it is empty or was not listed (an `-o name` command lists names only).
+    pub system_uuid: Option<String>,
+    /// `spec.providerID` as listed, e.g. `cloudstack:///<vm uuid>` where the CloudStack cloud
+    /// provider runs; `None` when it is not set or was not listed.
+    pub provider_id: Option<String>,
+}
+
+impl Node {
+    /// A node known by its name only.
+    pub fn named(name: impl Into<String>) -> Self {
+        Node {
+            name: name.into(),
+            system_uuid: None,
+            provider_id: None,
+        }
+    }
+}
 
 /// Where to log in: a cluster's control node.
 #[derive(Debug, Clone, PartialEq, Eq)]

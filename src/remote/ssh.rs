@@ -21,12 +21,12 @@ use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout, timeout_at};
 use tracing::{Instrument, debug, debug_span, info};
 
+use super::Node;
 use super::{
     NodeListError, NodeListFuture, NodeLister, RemoteExit, SshTarget, Stage, known_hosts_host,
     parse_nodes,
 };
 use crate::config::{HostKeyPolicy, SshSettings};
-use crate::snapshot::Node;
 
 /// Most stdout kept. A node list is about 130 bytes a node with its system UUID and provider
 /// ID (40 with names only), so this is far beyond any cluster; more means the output is not a node list, and a cut list would look like
