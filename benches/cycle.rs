@@ -25,6 +25,7 @@ use cks_drift::cycle::{ClusterStatus, CycleSettings, MapSource, run_cycle};
 use cks_drift::database::Database;
 use cks_drift::diff::Policy;
 use cks_drift::remote::{NodeListError, NodeListFuture, NodeLister, SshTarget};
+use cks_drift::snapshot::Node;
 use cks_drift::time::Timestamp;
 use cks_drift_sim::mariadb::{PrivateMariaDb, Schema};
 use cks_drift_sim::{ClusterSpec, FakeCloudStack, NetworkLayout, Sim, SimOwner, SimTime, World};
@@ -278,7 +279,8 @@ impl NodeLister for SimulatedSsh {
             }
             self.sessions.fetch_add(1, Ordering::Relaxed);
             tokio::time::sleep(NODE_LISTING).await;
-            Ok(self.nodes.get(&target.host).cloned().unwrap_or_default())
+            let names = self.nodes.get(&target.host).cloned().unwrap_or_default();
+            Ok(names.into_iter().map(Node::named).collect())
         })
     }
 }

@@ -14,10 +14,11 @@ use cks_drift::cycle::{ClusterStatus, CycleSettings, run_cycle};
 use cks_drift::demo::SimTransport;
 use cks_drift::diff::Policy;
 use cks_drift::remote::{NodeListError, NodeListFuture, NodeLister, SshTarget};
+use cks_drift::snapshot::Node;
 use cks_drift::time::Timestamp;
 use cks_drift_sim::{Sim, SimTime, World};
 
-struct Listed(HashMap<String, Vec<String>>);
+struct Listed(HashMap<String, Vec<Node>>);
 
 impl NodeLister for Listed {
     fn list_nodes<'a>(&'a self, target: &'a SshTarget) -> NodeListFuture<'a> {
@@ -56,13 +57,21 @@ fn main() {
     let mut nodes = HashMap::new();
     for (k, id) in ids.iter().enumerate() {
         let c = w.cluster(id).unwrap();
-        let mut names: Vec<String> = c
+        let mut names: Vec<Node> = c
             .map
             .iter()
-            .map(|v| w.vm(v).unwrap().name.to_lowercase())
+            .map(|v| {
+                let vm = w.vm(v).unwrap();
+                Node {
+                    name: vm.name.to_lowercase(),
+                    system_uuid: Some(vm.system_uuid()),
+                    provider_id: None,
+                }
+            })
             .collect();
         if k == 0 {
-            names.extend((0..fake).map(|i| format!("fake-node-{i:07}.tenant.example")));
+            names
+                .extend((0..fake).map(|i| Node::named(format!("fake-node-{i:07}.tenant.example"))));
         }
         nodes.insert(endpoint_host(Some(&c.endpoint)).unwrap(), names);
     }

@@ -82,7 +82,8 @@ pub struct SshSettings {
     pub connect_timeout: Duration,
     /// The remote command, from exec to exit.
     pub command_timeout: Duration,
-    /// Run on the control node; prints `node/<name>` lines.
+    /// Run on the control node; prints a node per line: name, system UUID and provider ID
+    /// columns, or `node/<name>` (names only).
     pub command: String,
 }
 
@@ -275,13 +276,14 @@ pub enum AlertmanagerAuth {
 }
 
 /// The kinds of finding, as the report names them: what `[[ignore]]`'s `kind` may be.
-pub const KIND_NAMES: [&str; 6] = [
+pub const KIND_NAMES: [&str; 7] = [
     "mapped_vm",
     "unmapped_vm",
     "node_without_vm",
     "vm_not_a_node",
     "map_count",
     "blind",
+    "identity_conflict",
 ];
 
 /// One `[[ignore]]` rule: findings it matches are reported, marked ignored, and not alerted.
@@ -311,7 +313,12 @@ pub fn parse_expiry(value: &toml::Value) -> Result<crate::time::Timestamp, Strin
     let text = match value {
         toml::Value::String(s) => s.trim().to_string(),
         toml::Value::Datetime(d) => d.to_string(),
-        other => return Err(format!("must be a date-time, not {}; {HOW}", other.type_str())),
+        other => {
+            return Err(format!(
+                "must be a date-time, not {}; {HOW}",
+                other.type_str()
+            ));
+        }
     };
     let full = if text.len() == 10 {
         format!("{text}T00:00:00Z")
@@ -393,7 +400,9 @@ pub const ENV_DB_PASSWORD: &str = "CKS_DRIFT_DB_PASSWORD";
 
 pub const DEFAULT_STATE_PATH: &str = "/var/lib/cks-drift/state.json";
 pub const DEFAULT_KNOWN_HOSTS: &str = "/var/lib/cks-drift/known_hosts";
-pub const DEFAULT_COMMAND: &str = "sudo -n /opt/bin/kubectl get nodes -o name";
+/// Lists each node's name, system UUID and provider ID (`remote::kubectl::LIST_ARGUMENTS`).
+pub const DEFAULT_COMMAND: &str = "sudo -n /opt/bin/kubectl get nodes --no-headers \
+    -o custom-columns=NAME:.metadata.name,UUID:.status.nodeInfo.systemUUID,PROVIDER:.spec.providerID";
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9712";
 /// `check.blind_after`'s default.
 pub const DEFAULT_BLIND_AFTER: Duration = Duration::from_secs(30 * 60);
@@ -703,7 +712,9 @@ impl Reader<'_> {
             None => {
                 self.problem(
                     "alertmanager.urls",
-                    format!("is missing; list the Alertmanagers, {EXAMPLE}, or remove [alertmanager]"),
+                    format!(
+                        "is missing; list the Alertmanagers, {EXAMPLE}, or remove [alertmanager]"
+                    ),
                 );
                 Vec::new()
             }
@@ -711,12 +722,17 @@ impl Reader<'_> {
                 let mut urls = Vec::new();
                 for item in items {
                     match item.as_str().map(str::trim) {
-                        Some(u) if reqwest::Url::parse(u).is_ok_and(|p| matches!(p.scheme(), "http" | "https")) => {
+                        Some(u)
+                            if reqwest::Url::parse(u)
+                                .is_ok_and(|p| matches!(p.scheme(), "http" | "https")) =>
+                        {
                             urls.push(u.trim_end_matches('/').to_string())
                         }
                         _ => self.problem(
                             "alertmanager.urls",
-                            format!("holds {item}, which is not an http:// or https:// URL; {EXAMPLE}"),
+                            format!(
+                                "holds {item}, which is not an http:// or https:// URL; {EXAMPLE}"
+                            ),
                         ),
                     }
                 }
@@ -728,7 +744,10 @@ impl Reader<'_> {
             Some(other) => {
                 self.problem(
                     "alertmanager.urls",
-                    format!("must be a list of URLs, not {}; {EXAMPLE}", other.type_str()),
+                    format!(
+                        "must be a list of URLs, not {}; {EXAMPLE}",
+                        other.type_str()
+                    ),
                 );
                 Vec::new()
             }
@@ -767,7 +786,9 @@ impl Reader<'_> {
                 AlertmanagerAuth::None
             }
         };
-        let runbook_url = self.string("alertmanager.runbook_url").map(|u| u.trim().to_string());
+        let runbook_url = self
+            .string("alertmanager.runbook_url")
+            .map(|u| u.trim().to_string());
         Some(AlertmanagerSettings {
             urls,
             auth,
@@ -807,7 +828,10 @@ impl Reader<'_> {
                 if !IGNORE_FIELDS.contains(&key.as_str()) {
                     self.problem(
                         &at(key),
-                        format!("is not a known field; a rule takes {}", IGNORE_FIELDS.join(", ")),
+                        format!(
+                            "is not a known field; a rule takes {}",
+                            IGNORE_FIELDS.join(", ")
+                        ),
                     );
                 }
             }
@@ -819,7 +843,10 @@ impl Reader<'_> {
                         None
                     }
                     other => {
-                        r.problem(&at(field), format!("must be a string, not {}", other.type_str()));
+                        r.problem(
+                            &at(field),
+                            format!("must be a string, not {}", other.type_str()),
+                        );
                         None
                     }
                 }

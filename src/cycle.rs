@@ -185,10 +185,11 @@ mod tests {
     use crate::demo::SimTransport;
     use crate::diff::MismatchKind;
     use crate::remote::{NodeListError, NodeListFuture};
+    use crate::snapshot::Node;
     use cks_drift_sim::{NodeRole as SimRole, Sim, SimTime, World};
 
-    /// Node names per control-node host; any other host refuses the connection.
-    struct FixedNodes(HashMap<String, Vec<String>>);
+    /// Nodes per control-node host; any other host refuses the connection.
+    struct FixedNodes(HashMap<String, Vec<Node>>);
 
     impl NodeLister for FixedNodes {
         fn list_nodes<'a>(&'a self, target: &'a SshTarget) -> NodeListFuture<'a> {
@@ -213,13 +214,21 @@ mod tests {
         }
     }
 
-    /// The node names of a cluster's mapped VMs, keyed by its endpoint host.
-    fn nodes_of(w: &World, cluster_id: &str) -> (String, Vec<String>) {
+    /// The nodes of a cluster's mapped VMs (their names and system UUIDs), keyed by its
+    /// endpoint host.
+    fn nodes_of(w: &World, cluster_id: &str) -> (String, Vec<Node>) {
         let c = w.cluster(cluster_id).unwrap();
         let names = c
             .map
             .iter()
-            .map(|id| w.vm(id).unwrap().name.to_lowercase())
+            .map(|id| {
+                let vm = w.vm(id).unwrap();
+                Node {
+                    name: vm.name.to_lowercase(),
+                    system_uuid: Some(vm.system_uuid()),
+                    provider_id: None,
+                }
+            })
             .collect();
         (endpoint_host(Some(&c.endpoint)).unwrap(), names)
     }
@@ -249,7 +258,7 @@ mod tests {
         let now = Timestamp::from(w.now);
         let (host_one, nodes_one) = nodes_of(&w, &one);
         let (host_two, mut nodes_two) = nodes_of(&w, &two);
-        nodes_two.push("ghost".into());
+        nodes_two.push(Node::named("ghost"));
         let lister = Arc::new(FixedNodes(HashMap::from([
             (host_one, nodes_one),
             (host_two, nodes_two),
@@ -448,7 +457,7 @@ mod tests {
         let now = Timestamp::from(w.now);
         let (flood_host, mut flood_nodes) = nodes_of(&w, &flood);
         let (fine_host, fine_nodes) = nodes_of(&w, &fine);
-        flood_nodes.extend((0..100_000).map(|i| format!("fake-{i}")));
+        flood_nodes.extend((0..100_000).map(|i| Node::named(format!("fake-{i}"))));
         let lister = Arc::new(FixedNodes(HashMap::from([
             (flood_host, flood_nodes),
             (fine_host, fine_nodes),

@@ -30,6 +30,7 @@ use crate::error_chain::error_chain;
 use crate::notify::DeliverySettings;
 use crate::remote::{NodeListError, NodeListFuture, NodeLister, SshTarget};
 use crate::report;
+use crate::snapshot::Node;
 use crate::state::file::{StateError, StateFile};
 use crate::state::step::StepSettings;
 use crate::time::Timestamp;
@@ -39,6 +40,8 @@ pub const START: &str = "2026-05-04T09:00:00Z";
 /// Time between two cycles.
 const INTERVAL: Duration = Duration::from_secs(5 * 60);
 const DAY: Duration = Duration::from_secs(86_400);
+/// The CloudStack UUID of the VM of db's node whose VM was expunged: no VM has it now.
+const EXPUNGED_VM_UUID: &str = "3f0c1b9e-2d4a-4e6f-8a1b-5c7d9e0f2a4b";
 
 /// Why the demo could not run to its end.
 #[derive(Debug, thiserror::Error)]
@@ -61,18 +64,18 @@ pub enum DemoError {
 /// print them there.
 #[derive(Default)]
 pub struct DemoNodes {
-    lists: Mutex<HashMap<String, Vec<String>>>,
+    lists: Mutex<HashMap<String, Vec<Node>>>,
 }
 
 impl DemoNodes {
-    pub fn set(&self, host: &str, nodes: Vec<String>) {
+    pub fn set(&self, host: &str, nodes: Vec<Node>) {
         self.lists
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(host.to_string(), nodes);
     }
 
-    fn get(&self, host: &str) -> Option<Vec<String>> {
+    fn get(&self, host: &str) -> Option<Vec<Node>> {
         self.lists
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -124,6 +127,17 @@ fn vm_names(w: &World, cluster_id: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The node a VM's kubelet registers: the VM's name, lowercased, and the system UUID its
+/// hypervisor gives it (on KVM, the VM's CloudStack UUID).
+fn node_of(w: &World, vm_id: &str) -> Node {
+    let vm = w.vm(vm_id);
+    Node {
+        name: vm.map(|v| v.name.to_lowercase()).unwrap_or_default(),
+        system_uuid: vm.map(|v| v.system_uuid().to_lowercase()),
+        provider_id: None,
+    }
+}
+
 fn endpoint_of(w: &World, cluster_id: &str) -> String {
     let endpoint = w.cluster(cluster_id).map(|c| c.endpoint.clone());
     crate::cks::endpoint_host(endpoint.as_deref()).unwrap_or_default()
@@ -156,8 +170,11 @@ impl Scenario {
 
         let nodes = Arc::new(DemoNodes::default());
         for id in [&web, &analytics] {
-            let names = vm_names(&w, id).into_iter().map(|(_, n)| n).collect();
-            nodes.set(&endpoint_of(&w, id), names);
+            let list = vm_names(&w, id)
+                .iter()
+                .map(|(vm, _)| node_of(&w, vm))
+                .collect();
+            nodes.set(&endpoint_of(&w, id), list);
         }
 
         // The drift in db. Its map: control, then three workers.
@@ -174,19 +191,23 @@ impl Scenario {
             stray_id.clone(),
             w.vm(&stray_id).map(|v| v.name.clone()).unwrap_or_default(),
         );
-        // A node whose VM was expunged weeks ago; the node object stayed.
+        // A node whose VM was expunged weeks ago; the node object stayed, with that VM's UUID.
         let ghost_node = format!(
             "{}-node-{}",
             node_name_prefix("db", &db),
             cks_hex(now.minus(40 * DAY), 0)
         );
         let db_host = endpoint_of(&w, &db);
-        let mut db_nodes: Vec<String> = db_vms
+        let mut db_nodes: Vec<Node> = db_vms
             .iter()
             .filter(|(id, _)| *id != not_a_node_vm.0)
-            .map(|(_, n)| n.clone())
+            .map(|(id, _)| node_of(&w, id))
             .collect();
-        db_nodes.push(ghost_node.clone());
+        db_nodes.push(Node {
+            name: ghost_node.clone(),
+            system_uuid: Some(EXPUNGED_VM_UUID.to_string()),
+            provider_id: None,
+        });
         nodes.set(&db_host, db_nodes);
 
         let clusters = vec![
@@ -252,8 +273,8 @@ impl Scenario {
             w.expunge_vm(&self.stray_vm.0);
         });
         let mut nodes = self.nodes.get(&self.db_host).unwrap_or_default();
-        nodes.retain(|n| *n != self.ghost_node);
-        nodes.push(self.not_a_node_vm.1.clone());
+        nodes.retain(|n| n.name != self.ghost_node);
+        nodes.push(self.sim.with_world(|w| node_of(w, &self.not_a_node_vm.0)));
         self.nodes.set(&self.db_host, nodes);
         vec![
             format!("recovered and started VM {}", self.destroyed_vm.1),

@@ -321,7 +321,9 @@ pub fn node_list(e: &NodeListError) -> Diagnosis {
         NodeListError::Output { .. } | NodeListError::OutputTooLarge { .. } => Diagnosis::new(
             Step::Kubectl,
             format!(
-                "{chained}; ssh.command must print node/<name> lines, as kubectl get nodes -o name does"
+                "{chained}; ssh.command must print one node a line, as kubectl get nodes {} \
+                 does (name, system UUID, provider ID), or node/<name> lines as -o name does",
+                crate::remote::kubectl::LIST_ARGUMENTS
             ),
         ),
     }

@@ -2,13 +2,15 @@
 //! policy and the current time to the list of mismatches. No clock, network or environment.
 //!
 //! Semantics follow the in-server check proposed upstream (apache/cloudstack PR 14666), with
-//! one addition an API client needs: map rows the API hides can only show as a count gap.
+//! two additions: map rows the API hides can only show as a count gap, and a node is matched to
+//! a VM by its identity (system UUID or provider ID, see `identity`) before its name.
 
 use std::collections::HashSet;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::identity::{Identity, host_label, identify};
 use crate::snapshot::{ClusterSnapshot, NodeView, VanishedHow, Vm, VmState};
 use crate::time::Timestamp;
 
@@ -36,7 +38,7 @@ pub enum MismatchKind {
     MappedVm,
     /// A VM named as a node of the cluster that no cluster maps.
     UnmappedVm,
-    /// A Kubernetes node that matches no VM of the cluster.
+    /// A Kubernetes node that matches no VM of the cluster, by identity or by name.
     NodeWithoutVm,
     /// A mapped Running VM that is not a Kubernetes node.
     VmNotANode,
@@ -45,6 +47,9 @@ pub enum MismatchKind {
     /// The Kubernetes nodes could not be listed for `check.blind_after`: the node side has
     /// not been compared since (decided by the dedupe step, which knows since when).
     Blind,
+    /// A Kubernetes node named like one VM of the cluster while its system UUID (or provider
+    /// ID) is another's.
+    IdentityConflict,
 }
 
 impl MismatchKind {
@@ -56,6 +61,7 @@ impl MismatchKind {
             MismatchKind::VmNotANode => "vm_not_a_node",
             MismatchKind::MapCount => "map_count",
             MismatchKind::Blind => "blind",
+            MismatchKind::IdentityConflict => "identity_conflict",
         }
     }
 
@@ -67,17 +73,20 @@ impl MismatchKind {
             | MismatchKind::UnmappedVm
             | MismatchKind::MapCount
             | MismatchKind::Blind => Side::Vms,
-            MismatchKind::NodeWithoutVm | MismatchKind::VmNotANode => Side::Nodes,
+            MismatchKind::NodeWithoutVm
+            | MismatchKind::VmNotANode
+            | MismatchKind::IdentityConflict => Side::Nodes,
         }
     }
 
-    pub const ALL: [MismatchKind; 6] = [
+    pub const ALL: [MismatchKind; 7] = [
         MismatchKind::MappedVm,
         MismatchKind::UnmappedVm,
         MismatchKind::NodeWithoutVm,
         MismatchKind::VmNotANode,
         MismatchKind::MapCount,
         MismatchKind::Blind,
+        MismatchKind::IdentityConflict,
     ];
 }
 
@@ -123,6 +132,13 @@ pub enum Subject {
         reason: String,
         since: Timestamp,
     },
+    /// A Kubernetes node (by its lowercased name) that `is` a VM of the cluster by its system
+    /// UUID or provider ID while its name is that of VM `named`.
+    Conflict {
+        node: String,
+        is: VmRef,
+        named: VmRef,
+    },
 }
 
 /// The subject of every blind finding's key: one per cluster, whatever the reason.
@@ -142,7 +158,7 @@ impl Mismatch {
     pub fn key(&self) -> FindingKey {
         let subject = match &self.subject {
             Subject::Vm(vm) => vm.id.clone(),
-            Subject::Node(node) => node.clone(),
+            Subject::Node(node) | Subject::Conflict { node, .. } => node.clone(),
             Subject::MapRows { shown, expected } => format!("{shown}/{expected}"),
             Subject::Blind { .. } => BLIND_SUBJECT.to_string(),
         };
@@ -156,10 +172,10 @@ impl Mismatch {
         self.kind.side()
     }
 
-    /// The VM it is about, if any.
+    /// The VM it is about, if any: for an identity conflict, the VM the node is.
     pub fn vm(&self) -> Option<&VmRef> {
         match &self.subject {
-            Subject::Vm(vm) => Some(vm),
+            Subject::Vm(vm) | Subject::Conflict { is: vm, .. } => Some(vm),
             _ => None,
         }
     }
@@ -167,7 +183,15 @@ impl Mismatch {
     /// The node it is about, if any.
     pub fn node(&self) -> Option<&str> {
         match &self.subject {
-            Subject::Node(node) => Some(node),
+            Subject::Node(node) | Subject::Conflict { node, .. } => Some(node),
+            _ => None,
+        }
+    }
+
+    /// For an identity conflict, the VM the node's name is.
+    pub fn named_vm(&self) -> Option<&VmRef> {
+        match &self.subject {
+            Subject::Conflict { named, .. } => Some(named),
             _ => None,
         }
     }
@@ -175,11 +199,7 @@ impl Mismatch {
     fn vm_finding(kind: MismatchKind, vm: &Vm) -> Self {
         Mismatch {
             kind,
-            subject: Subject::Vm(VmRef {
-                id: vm.id.clone(),
-                name: Some(vm.name.clone()),
-                state: vm.state.as_str().to_string(),
-            }),
+            subject: Subject::Vm(vm_ref(vm)),
         }
     }
 }
@@ -228,9 +248,19 @@ impl PartialOrd for FindingKey {
     }
 }
 
-/// The first DNS label, lowercased: a node registered under its VM's FQDN matches the VM.
-fn host_label(name: &str) -> String {
-    name.split('.').next().unwrap_or(name).to_ascii_lowercase()
+fn vm_ref(vm: &Vm) -> VmRef {
+    VmRef {
+        id: vm.id.clone(),
+        name: Some(vm.name.clone()),
+        state: vm.state.as_str().to_string(),
+    }
+}
+
+fn gone_state(how: VanishedHow) -> &'static str {
+    match how {
+        VanishedHow::Expunged => GONE_EXPUNGED,
+        VanishedHow::DoesNotExist => GONE_MISSING,
+    }
 }
 
 /// Compares the three views of one cluster. The result is sorted by kind, then subject.
@@ -254,16 +284,12 @@ pub fn diff(snap: &ClusterSnapshot, policy: &Policy, now: Timestamp) -> Vec<Mism
     }
 
     for gone in &snap.vanished {
-        let state = match gone.how {
-            VanishedHow::Expunged => GONE_EXPUNGED,
-            VanishedHow::DoesNotExist => GONE_MISSING,
-        };
         out.push(Mismatch {
             kind: MismatchKind::MappedVm,
             subject: Subject::Vm(VmRef {
                 id: gone.id.clone(),
                 name: gone.name.clone(),
-                state: state.to_string(),
+                state: gone_state(gone.how).to_string(),
             }),
         });
     }
@@ -303,29 +329,100 @@ pub fn diff(snap: &ClusterSnapshot, policy: &Policy, now: Timestamp) -> Vec<Mism
     }
 
     if let NodeView::Listed(nodes) = &snap.nodes {
-        let vm_labels: HashSet<String> = mapped
+        // The VMs a node may be: mapped, named as nodes of the cluster, and gone from the map
+        // (a node left behind by a gone VM is its `mapped_vm` finding, not one of its own).
+        let live: Vec<VmRef> = mapped
             .iter()
             .copied()
             .chain(snap.named.iter())
-            .map(|vm| vm.name.to_ascii_lowercase())
-            .chain(
-                snap.vanished
-                    .iter()
-                    .filter_map(|v| v.name.as_ref())
-                    .map(|n| n.to_ascii_lowercase()),
-            )
+            .map(vm_ref)
             .collect();
-        let node_labels: HashSet<String> = nodes.iter().map(|n| host_label(n)).collect();
+        let candidates: Vec<VmRef> = live
+            .iter()
+            .cloned()
+            .chain(snap.vanished.iter().map(|gone| VmRef {
+                id: gone.id.clone(),
+                name: gone.name.clone(),
+                state: gone_state(gone.how).to_string(),
+            }))
+            .collect();
+        let pairs: Vec<(&str, &str)> = candidates
+            .iter()
+            .map(|vm| (vm.id.as_str(), vm.name.as_deref().unwrap_or("")))
+            .collect();
+        let identity = identify(nodes, &pairs);
+        // Where no node is a VM of the cluster by its identity (a hypervisor whose system
+        // UUID is not the CloudStack UUID, an `-o name` command), every node is matched by
+        // name, as before identities were listed. Where some are, a node that lists an
+        // identity is judged by it, and only one that lists none is matched by name.
+        let by_identity = identity.iter().any(|i| matches!(i, Identity::Is(_)));
+        let by_name = |i: &Identity| !by_identity || *i == Identity::Unlisted;
+        let held: HashSet<String> = identity
+            .iter()
+            .filter_map(|i| match i {
+                Identity::Is(k) => Some(candidates[*k].id.to_ascii_lowercase()),
+                _ => None,
+            })
+            .collect();
+        // A VM that a node is by identity is matched by no other node's name.
+        let vm_labels: HashSet<String> = candidates
+            .iter()
+            .filter(|vm| !held.contains(&vm.id.to_ascii_lowercase()))
+            .filter_map(|vm| vm.name.as_deref())
+            .map(str::to_ascii_lowercase)
+            .collect();
+        let node_labels: HashSet<String> = nodes
+            .iter()
+            .zip(&identity)
+            .filter(|(_, i)| by_name(i))
+            .map(|(node, _)| host_label(&node.name))
+            .collect();
 
         let mut reported = HashSet::new();
-        for node in nodes {
-            let node = node.to_ascii_lowercase();
-            if vm_labels.contains(&host_label(&node)) || !reported.insert(node.clone()) {
+        for (node, found) in nodes.iter().zip(&identity) {
+            let name = node.name.to_ascii_lowercase();
+            let label = host_label(&name);
+            match *found {
+                Identity::Is(k) | Identity::Claims(k) => {
+                    let is = &candidates[k];
+                    let named = live.iter().find(|vm| {
+                        vm.name
+                            .as_deref()
+                            .is_some_and(|n| n.eq_ignore_ascii_case(&label))
+                    });
+                    let named_like_it = is
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| n.eq_ignore_ascii_case(&label));
+                    if let Some(named) = named.filter(|_| !named_like_it) {
+                        if reported.insert(name.clone()) {
+                            out.push(Mismatch {
+                                kind: MismatchKind::IdentityConflict,
+                                subject: Subject::Conflict {
+                                    node: name,
+                                    is: is.clone(),
+                                    named: named.clone(),
+                                },
+                            });
+                        }
+                        continue;
+                    }
+                    if matches!(found, Identity::Is(_)) {
+                        continue;
+                    }
+                    // It claims a VM another node is, and is named like no other VM: no VM.
+                }
+                _ if by_name(found) && vm_labels.contains(&label) => continue,
+                // Named like no VM; or, where other nodes are VMs by identity, one whose
+                // identity is no VM of the cluster, whatever its name: no VM.
+                _ => {}
+            }
+            if !reported.insert(name.clone()) {
                 continue;
             }
             out.push(Mismatch {
                 kind: MismatchKind::NodeWithoutVm,
-                subject: Subject::Node(node),
+                subject: Subject::Node(name),
             });
         }
 
@@ -333,7 +430,9 @@ pub fn diff(snap: &ClusterSnapshot, policy: &Policy, now: Timestamp) -> Vec<Mism
             if vm.state != VmState::Running || vm.etcd {
                 continue;
             }
-            if node_labels.contains(&vm.name.to_ascii_lowercase()) {
+            if held.contains(&vm.id.to_ascii_lowercase())
+                || node_labels.contains(&vm.name.to_ascii_lowercase())
+            {
                 continue;
             }
             let settled = vm.created.into_iter().chain(vm.last_updated).max();

@@ -7,7 +7,7 @@
 //! module only says, for every VM and node, which rule applied. `explanation` is pure;
 //! `run` fetches the inventory (listing the nodes of this one cluster) and prints.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
@@ -19,8 +19,9 @@ use crate::cks::{owner_of_cluster, owner_of_vm};
 use crate::cloudstack::client::Client;
 use crate::cloudstack::model::{KubernetesCluster, VirtualMachine};
 use crate::config::Config;
-use crate::diff::{GONE_EXPUNGED, GONE_MISSING, Mismatch, Policy, diff};
+use crate::diff::{GONE_EXPUNGED, GONE_MISSING, Mismatch, Policy, Subject, diff};
 use crate::error_chain::error_chain;
+use crate::identity::{Identity, host_label, identify};
 use crate::naming::{ClusterPrefixes, NodeRole};
 use crate::snapshot::{ClusterSnapshot, NodeView, Owner, VanishedHow, Vm, VmState};
 use crate::state::{State, record_key, side_key};
@@ -91,6 +92,9 @@ pub struct VmLine {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NodeLine {
     pub name: String,
+    /// `status.nodeInfo.systemUUID` and `spec.providerID`, as listed.
+    pub system_uuid: Option<String>,
+    pub provider_id: Option<String>,
     /// The VM it matches, `<name> (<id>)`.
     pub vm: Option<String>,
     pub finding: Option<String>,
@@ -223,7 +227,7 @@ pub fn explanation(
                 }
             }));
             out.vms = vm_lines(snapshot, &prefixes, &keys, policy);
-            out.nodes = node_lines(snapshot, &keys);
+            out.nodes = node_lines(snapshot, &found, &keys);
         }
     }
     out.vms.extend(strangers.iter().map(|s| VmLine {
@@ -290,10 +294,12 @@ fn vm_lines(
     policy: &Policy,
 ) -> Vec<VmLine> {
     let grace = short(policy.grace_period);
-    let listed: Option<HashSet<String>> = match &snap.nodes {
-        NodeView::Listed(nodes) => Some(nodes.iter().map(|n| host_label(n).to_string()).collect()),
-        NodeView::Unknown { .. } => None,
-    };
+    // The VM ids some node is, by identity or by name.
+    let listed: Option<HashSet<String>> = node_matches(snap).map(|m| {
+        m.into_iter()
+            .filter_map(|(_, vm)| vm.map(|(id, _)| id))
+            .collect()
+    });
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     let mapped_ids: HashSet<&str> = snap.mapped.iter().map(|v| v.id.as_str()).collect();
@@ -345,9 +351,7 @@ fn vm_lines(
                         None,
                         "mapped and Running; not compared with the nodes (not listed)".to_string(),
                     ),
-                    Some(nodes) if nodes.contains(&vm.name.to_ascii_lowercase()) => {
-                        (None, "matches its node".to_string())
-                    }
+                    Some(nodes) if nodes.contains(&vm.id) => (None, "matches its node".to_string()),
                     Some(_) => {
                         let settled = vm.created.into_iter().chain(vm.last_updated).max();
                         (
@@ -407,21 +411,55 @@ fn vm_lines(
     out
 }
 
-fn host_label(name: &str) -> &str {
-    name.split('.').next().unwrap_or(name)
-}
-
-/// Every listed node with the VM it matches, or `None` when the nodes were not listed.
-fn node_lines(snap: &ClusterSnapshot, findings: &HashSet<String>) -> Option<Vec<NodeLine>> {
+/// For each listed node, how it matched a VM of the cluster (`(id, name)`), as the diff
+/// matches them: by system UUID or provider ID where any node is a VM so, else by name.
+/// `None` when the nodes were not listed.
+#[allow(clippy::type_complexity)]
+fn node_matches(snap: &ClusterSnapshot) -> Option<Vec<(Identity, Option<(String, String)>)>> {
     let NodeView::Listed(nodes) = &snap.nodes else {
         return None;
     };
-    let by_name: BTreeMap<String, &Vm> = snap
-        .mapped
+    let vms: Vec<&Vm> = snap.mapped.iter().chain(&snap.named).collect();
+    let pairs: Vec<(&str, &str)> = vms
         .iter()
-        .chain(&snap.named)
-        .map(|vm| (vm.name.to_ascii_lowercase(), vm))
+        .map(|vm| (vm.id.as_str(), vm.name.as_str()))
         .collect();
+    let identity = identify(nodes, &pairs);
+    let by_identity = identity.iter().any(|i| matches!(i, Identity::Is(_)));
+    Some(
+        nodes
+            .iter()
+            .zip(identity)
+            .map(|(node, i)| {
+                let vm = match i {
+                    Identity::Is(k) => Some(vms[k]),
+                    Identity::Unlisted | Identity::Foreign
+                        if !by_identity || i == Identity::Unlisted =>
+                    {
+                        let label = host_label(&node.name);
+                        vms.iter()
+                            .copied()
+                            .find(|vm| vm.name.eq_ignore_ascii_case(&label))
+                    }
+                    _ => None,
+                };
+                (i, vm.map(|vm| (vm.id.clone(), vm.name.clone())))
+            })
+            .collect(),
+    )
+}
+
+/// Every listed node with the VM it matches and the rule that applied, or `None` when the
+/// nodes were not listed.
+fn node_lines(
+    snap: &ClusterSnapshot,
+    found: &[Mismatch],
+    findings: &HashSet<String>,
+) -> Option<Vec<NodeLine>> {
+    let NodeView::Listed(nodes) = &snap.nodes else {
+        return None;
+    };
+    let matches = node_matches(snap)?;
     let gone: HashSet<String> = snap
         .vanished
         .iter()
@@ -431,29 +469,64 @@ fn node_lines(snap: &ClusterSnapshot, findings: &HashSet<String>) -> Option<Vec<
     Some(
         nodes
             .iter()
-            .map(|node| {
-                let label = host_label(node);
-                let key = format!("node_without_vm:{node}");
-                match by_name.get(label) {
-                    Some(vm) => NodeLine {
-                        name: node.clone(),
-                        vm: Some(format!("{} ({})", vm.name, vm.id)),
-                        finding: None,
-                        verdict: "matches a VM of the cluster by name".into(),
-                    },
-                    None if gone.contains(label) => NodeLine {
-                        name: node.clone(),
-                        vm: None,
-                        finding: None,
-                        verdict: "named like a mapped VM that is gone (reported as mapped_vm)"
-                            .into(),
-                    },
-                    None => NodeLine {
-                        name: node.clone(),
-                        vm: None,
-                        finding: findings.contains(&key).then_some(key),
-                        verdict: "finding node_without_vm: matches no VM of the cluster".into(),
-                    },
+            .zip(matches)
+            .map(|(node, (identity, vm))| {
+                let conflict = found.iter().find_map(|m| match &m.subject {
+                    Subject::Conflict { node: n, is, named } if *n == node.name => {
+                        Some((is, named))
+                    }
+                    _ => None,
+                });
+                let without = format!("node_without_vm:{}", node.name);
+                let (finding, verdict) = if let Some((is, named)) = conflict {
+                    (
+                        Some(format!("identity_conflict:{}", node.name)),
+                        format!(
+                            "finding identity_conflict: named like VM {} ({}), but its system UUID or provider ID is VM {} ({})",
+                            named.name.as_deref().unwrap_or("?"),
+                            named.id,
+                            is.name.as_deref().unwrap_or("?"),
+                            is.id
+                        ),
+                    )
+                } else if findings.contains(&without) {
+                    let why = match identity {
+                        Identity::Foreign => {
+                            "its system UUID or provider ID is no VM of the cluster"
+                        }
+                        Identity::Claims(_) => {
+                            "the VM its system UUID names is another node's"
+                        }
+                        _ => "no VM of the cluster has its name",
+                    };
+                    (Some(without), format!("finding node_without_vm: {why}"))
+                } else if let (Identity::Is(_), Some((_, name))) = (identity, &vm) {
+                    let renamed = if name.eq_ignore_ascii_case(&host_label(&node.name)) {
+                        ""
+                    } else {
+                        "; its name differs (a VM renamed in CloudStack, or a node renamed by its tenant), which is no finding"
+                    };
+                    (
+                        None,
+                        format!("is a VM of the cluster by its system UUID or provider ID{renamed}"),
+                    )
+                } else if vm.is_some() {
+                    (None, "matches a VM of the cluster by name".to_string())
+                } else if gone.contains(&host_label(&node.name)) {
+                    (
+                        None,
+                        "named like a mapped VM that is gone (reported as mapped_vm)".to_string(),
+                    )
+                } else {
+                    (None, "matches no VM of the cluster".to_string())
+                };
+                NodeLine {
+                    name: node.name.clone(),
+                    system_uuid: node.system_uuid.clone(),
+                    provider_id: node.provider_id.clone(),
+                    vm: vm.map(|(id, name)| format!("{name} ({id})")),
+                    finding,
+                    verdict,
                 }
             })
             .collect(),
@@ -575,8 +648,12 @@ pub fn to_text(e: &Explanation) -> String {
                 w(
                     &mut out,
                     format!(
-                        "  {}{}",
+                        "  {}, system UUID {}{}{}",
                         escaped(&n.name),
+                        n.system_uuid.as_deref().map_or("-".into(), escaped),
+                        n.provider_id
+                            .as_deref()
+                            .map_or(String::new(), |p| format!(", provider ID {}", escaped(p))),
                         n.vm.as_deref()
                             .map_or(String::new(), |v| format!(" -> VM {}", escaped(v)))
                     ),

@@ -128,14 +128,29 @@ mod tests {
         assert!(yes(rule(|r| r.vm = Some("v1".into()))));
         assert!(yes(rule(|r| r.vm = Some("web-node-1".into()))));
         assert!(!yes(rule(|r| r.vm = Some("v2".into()))));
-        assert!(!yes(rule(|r| r.node = Some("web-node-1".into()))), "a VM finding has no node");
+        assert!(
+            !yes(rule(|r| r.node = Some("web-node-1".into()))),
+            "a VM finding has no node"
+        );
         assert!(!yes(rule(|r| {
             r.cluster = Some("web".into());
             r.kind = Some("mapped_vm".into());
         })));
         let n = node("manual-1");
-        assert!(matches(&rule(|r| r.node = Some("Manual-1".into())), "c1", "web", &n, at(NOW)));
-        assert!(!matches(&rule(|r| r.vm = Some("manual-1".into())), "c1", "web", &n, at(NOW)));
+        assert!(matches(
+            &rule(|r| r.node = Some("Manual-1".into())),
+            "c1",
+            "web",
+            &n,
+            at(NOW)
+        ));
+        assert!(!matches(
+            &rule(|r| r.vm = Some("manual-1".into())),
+            "c1",
+            "web",
+            &n,
+            at(NOW)
+        ));
     }
 
     #[test]
@@ -163,6 +178,9 @@ mod tests {
             }),
         ];
         let m = vm(MismatchKind::UnmappedVm);
-        assert_eq!(first_match(&rules, "c1", "web", &m, at(NOW)).map(|r| r.number), Some(2));
+        assert_eq!(
+            first_match(&rules, "c1", "web", &m, at(NOW)).map(|r| r.number),
+            Some(2)
+        );
     }
 }

@@ -20,6 +20,7 @@ pub mod diff;
 pub mod engine;
 pub mod error_chain;
 pub mod explain;
+pub mod identity;
 pub mod ignore;
 pub mod inventory;
 pub mod logging;

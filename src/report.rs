@@ -43,6 +43,11 @@ struct JsonMismatch<'a> {
     vm_name: Option<&'a str>,
     vm_state: Option<String>,
     node: Option<&'a str>,
+    /// For `identity_conflict`: the VM the node's name is (`vm_*` is the VM it is).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    named_vm_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    named_vm_name: Option<&'a str>,
     reason: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     new: Option<bool>,
@@ -59,7 +64,7 @@ struct JsonReport<'a> {
 /// The JSON report's `vm_state`: the VM's state, or `<shown>/<expected>` for a count.
 fn vm_state(m: &Mismatch) -> Option<String> {
     match &m.subject {
-        Subject::Vm(vm) => Some(vm.state.clone()),
+        Subject::Vm(vm) | Subject::Conflict { is: vm, .. } => Some(vm.state.clone()),
         Subject::MapRows { shown, expected } => Some(format!("{shown}/{expected}")),
         Subject::Blind { since, .. } => Some(format!("since {since}")),
         Subject::Node(_) => None,
@@ -92,6 +97,8 @@ pub fn to_json(report: &CycleReport, new: Option<&NewKeys>) -> String {
                 vm_name: m.vm().and_then(|v| v.name.as_deref()),
                 vm_state: vm_state(m),
                 node: m.node(),
+                named_vm_id: m.named_vm().map(|v| v.id.as_str()),
+                named_vm_name: m.named_vm().and_then(|v| v.name.as_deref()),
                 reason: wording::reason(&c.name, m),
                 new: new.map(|n| n.contains(&(c.id.clone(), m.key()))),
             })

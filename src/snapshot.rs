@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::remote::Node;
 use crate::time::Timestamp;
 
 /// A VM state as CloudStack names it. Unknown states are kept verbatim.
@@ -125,8 +126,8 @@ pub struct VanishedVm {
 /// The Kubernetes nodes of a cluster, or why they are not known.
 #[derive(Debug, Clone, PartialEq)]
 pub enum NodeView {
-    /// Node names as `kubectl get nodes -o name` gave them (without `node/`).
-    Listed(Vec<String>),
+    /// The nodes as the node-listing command gave them, in its order.
+    Listed(Vec<Node>),
     /// The nodes could not be listed; the node side is not compared.
     Unknown { reason: String },
 }

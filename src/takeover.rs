@@ -103,6 +103,18 @@ fn storm_marker_key(description: &str) -> Option<&str> {
 fn finding(key: &FindingKey) -> Option<Mismatch> {
     let subject = match key.kind {
         MismatchKind::NodeWithoutVm => Subject::Node(key.subject.clone()),
+        MismatchKind::IdentityConflict => {
+            let unknown = || VmRef {
+                id: String::new(),
+                name: None,
+                state: String::new(),
+            };
+            Subject::Conflict {
+                node: key.subject.clone(),
+                is: unknown(),
+                named: unknown(),
+            }
+        }
         MismatchKind::Blind => Subject::Blind {
             reason: String::new(),
             since: Timestamp::from_unix(0),

@@ -261,6 +261,18 @@ fn setting_warnings(raw: &Raw<'_>) -> Vec<Finding> {
         ));
     }
     let command = raw.str("ssh.command").unwrap_or(DEFAULT_COMMAND);
+    if lists_names_only(command) {
+        out.push(Finding::warning(
+            "ssh.command",
+            format!(
+                "{command:?} lists node names only (-o name): nodes are then matched to VMs by \
+                 name, so a node its tenant renamed is not recognised and one named like another \
+                 VM is not caught; list their system UUIDs and provider IDs too with \
+                 \"kubectl get nodes {}\" (the default)",
+                crate::remote::kubectl::LIST_ARGUMENTS
+            ),
+        ));
+    }
     if let Some(what) = shell_syntax(command) {
         let timeout = raw
             .str("ssh.command_timeout")
@@ -529,11 +541,7 @@ pub async fn connect(config: &Config) -> Vec<Finding> {
         Ok(nodes) => out.push(Finding::new(
             Severity::Ok,
             "ssh",
-            format!(
-                "{who}: ssh.command listed {} node{}",
-                nodes.len(),
-                if nodes.len() == 1 { "" } else { "s" }
-            ),
+            format!("{who}: {}", listed(&nodes)),
         )),
         Err(e) => {
             let d = diagnose::node_list(&e);
@@ -544,6 +552,41 @@ pub async fn connect(config: &Config) -> Vec<Finding> {
         }
     }
     out
+}
+
+/// What a node listing gave, for the connection test: how many nodes, and how many of them
+/// carry an identity (a system UUID or provider ID) to be matched by.
+fn listed(nodes: &[crate::snapshot::Node]) -> String {
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
+    let known = nodes
+        .iter()
+        .filter(|n| n.system_uuid.is_some() || n.provider_id.is_some())
+        .count();
+    let head = format!(
+        "ssh.command listed {} node{}",
+        nodes.len(),
+        plural(nodes.len())
+    );
+    match (nodes.len(), known) {
+        (0, _) => head,
+        (_, 0) => format!(
+            "{head}, by name only (none with a system UUID or provider ID): they are matched to VMs by name"
+        ),
+        _ => format!("{head}, {known} with a system UUID or provider ID"),
+    }
+}
+
+/// Whether `command` asks kubectl for names only (`-o name` and its spellings).
+pub fn lists_names_only(command: &str) -> bool {
+    let words: Vec<String> = command
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c| c == '\'' || c == '"').to_string())
+        .collect();
+    words.iter().enumerate().any(|(i, w)| {
+        let next_is_name = words.get(i + 1).is_some_and(|n| n == "name");
+        matches!(w.as_str(), "-oname" | "-o=name" | "--output=name")
+            || (matches!(w.as_str(), "-o" | "--output") && next_is_name)
+    })
 }
 
 /// Runs `validate-config` and returns the exit code: 2 on any error, else 0.

@@ -106,6 +106,9 @@ fn hint(kind: MismatchKind) -> &'static str {
         MismatchKind::Blind => {
             "Check SSH to the control node and kubectl there (validate-config --connect shows the step that fails); its node-side findings stay as they were until the nodes are listed again."
         }
+        MismatchKind::IdentityConflict => {
+            "Check the node's system UUID and provider ID with kubectl on the control node (kubectl get node <name> -o yaml): a node its tenant renamed to another VM's name, or a machine posing as that VM. The node is matched to the VM it is, not to the one it is named like."
+        }
     }
 }
 
@@ -118,6 +121,7 @@ fn short_hint(kind: MismatchKind) -> &'static str {
         MismatchKind::VmNotANode => "Check kubelet on the VM.",
         MismatchKind::MapCount => "Check the map rows in the database.",
         MismatchKind::Blind => "Check SSH and kubectl on the control node.",
+        MismatchKind::IdentityConflict => "Check which machine the node is.",
     }
 }
 
@@ -151,6 +155,14 @@ pub fn blind_reason(label: Option<&str>, reason: Option<&str>) -> String {
     }
 }
 
+/// `VM <name> (<id>)`, or `VM <id>` when its name is unknown.
+fn vm_words(vm: &VmRef) -> String {
+    match &vm.name {
+        Some(name) => format!("VM {name} ({})", vm.id),
+        None => format!("VM {}", vm.id),
+    }
+}
+
 /// The subject of a finding for a person: `VM <name> (<id>)`, `node <name>` or `VM map`.
 pub fn subject(m: &Mismatch) -> String {
     match &m.subject {
@@ -160,7 +172,7 @@ pub fn subject(m: &Mismatch) -> String {
             ..
         }) => format!("VM {name} ({id})"),
         Subject::Vm(VmRef { id, name: None, .. }) => format!("VM {id}"),
-        Subject::Node(node) => format!("node {node}"),
+        Subject::Node(node) | Subject::Conflict { node, .. } => format!("node {node}"),
         Subject::MapRows { .. } => "VM map".to_string(),
         Subject::Blind { .. } => "Kubernetes nodes".to_string(),
     }
@@ -180,7 +192,7 @@ pub fn subject_with_state(m: &Mismatch) -> String {
             name: None,
             state,
         }) => format!("VM {id} ({state})"),
-        Subject::Node(node) => format!("node {node}"),
+        Subject::Node(node) | Subject::Conflict { node, .. } => format!("node {node}"),
         Subject::MapRows { shown, expected } => format!("map {shown}/{expected}"),
         Subject::Blind { since, .. } => format!("nodes unseen since {since}"),
     }
@@ -227,6 +239,11 @@ pub fn reason(cluster: &str, m: &Mismatch) -> String {
         ),
         (Subject::Blind { reason, since }, _) => format!(
             "Kubernetes nodes of cluster {cluster} have not been listed since {since}, so its VM map has not been compared with them: {reason}"
+        ),
+        (Subject::Conflict { node, is, named }, _) => format!(
+            "Kubernetes node {node} of cluster {cluster} is named like {} but is {} by its system UUID or provider ID",
+            vm_words(named),
+            vm_words(is)
         ),
     }
 }
@@ -297,6 +314,9 @@ pub fn cause(m: &Mismatch) -> String {
             "the nodes could not be listed"
         }
         (MismatchKind::Blind, _) => "the nodes could not be listed",
+        (MismatchKind::IdentityConflict, _) => {
+            "a node is one VM by its system UUID but named like another"
+        }
     };
     text.to_string()
 }
@@ -395,6 +415,12 @@ pub fn annotation_text(m: &Mismatch) -> String {
         Subject::Blind { reason, since } => format!(
             "The nodes of this cluster have not been listed since {since}: {}.",
             fit(reason, 120)
+        ),
+        Subject::Conflict { node, is, named } => format!(
+            "Kubernetes node {} is named like VM {} but is VM {} by its system UUID or provider ID.",
+            fit(node, ANNOTATION_NODE_MAX),
+            fit(named.name.as_deref().unwrap_or(&named.id), 80),
+            fit(is.name.as_deref().unwrap_or(&is.id), 80)
         ),
     };
     let body = format!("{what} Nothing was changed. {}", short_hint(m.kind));

@@ -129,6 +129,34 @@ fn clusters_are_built_like_cks_builds_them() {
 }
 
 #[test]
+fn guests_see_their_cloudstack_uuid_on_kvm_only() {
+    let mut w = world();
+    let owner = w.admin();
+    let kvm = w.add_vm("on-kvm", owner.clone(), None);
+    w.hypervisor = "VMware".into();
+    let vmware = w.add_vm("on-vmware", owner, None);
+    let kvm = w.vm(&kvm).unwrap();
+    assert_eq!(kvm.hypervisor, "KVM");
+    assert_eq!(kvm.system_uuid(), kvm.id);
+    let vmware = w.vm(&vmware).unwrap();
+    assert_eq!(vmware.hypervisor, "VMware");
+    let reversed: String = vmware
+        .id
+        .chars()
+        .rev()
+        .filter(|c| *c != '-')
+        .collect::<String>()
+        .to_uppercase();
+    let uuid = vmware.system_uuid();
+    assert_eq!(uuid.replace('-', ""), reversed);
+    assert_eq!(
+        uuid.split('-').map(str::len).collect::<Vec<_>>(),
+        [8, 4, 4, 4, 12]
+    );
+    assert_ne!(uuid.to_lowercase(), vmware.id);
+}
+
+#[test]
 fn direct_access_clusters_have_no_ipaddress_and_project_clusters_no_account() {
     let mut w = world();
     let team = w.add_project("team");

@@ -126,6 +126,35 @@ pub struct SimVm {
     /// Expunged or unmanaged: the row exists with `removed` set, so the API never lists it,
     /// but a uuid lookup still resolves it.
     pub removed: bool,
+    /// `KVM`, `VMware`, `XenServer`, …: decides the system UUID its guest sees.
+    pub hypervisor: String,
+}
+
+impl SimVm {
+    /// The SMBIOS system UUID the guest sees, which its kubelet reports as
+    /// `status.nodeInfo.systemUUID`. On KVM, CloudStack gives the libvirt domain the VM's own
+    /// UUID; other hypervisors give the machine one of their own (here: the VM's UUID with its
+    /// hex digits reversed, uppercase as VMware prints it).
+    pub fn system_uuid(&self) -> String {
+        if self.hypervisor == "KVM" {
+            return self.id.clone();
+        }
+        let mut digits: Vec<char> = self
+            .id
+            .chars()
+            .filter(char::is_ascii_hexdigit)
+            .map(|c| c.to_ascii_uppercase())
+            .collect();
+        digits.reverse();
+        let mut out = String::with_capacity(36);
+        for (i, c) in digits.into_iter().enumerate() {
+            if matches!(i, 8 | 12 | 16 | 20) {
+                out.push('-');
+            }
+            out.push(c);
+        }
+        out
+    }
 }
 
 /// Guest type of a network.
@@ -303,6 +332,8 @@ pub struct World {
     pub jobs: Vec<SimJob>,
     /// Id of the caller's user, reported by async jobs and annotations.
     pub admin_user_id: String,
+    /// The hypervisor of the VMs created from now on (`KVM` unless a test says otherwise).
+    pub hypervisor: String,
     next_id: u64,
     next_vm_number: u64,
 }
@@ -323,6 +354,7 @@ impl World {
             annotations: Vec::new(),
             jobs: Vec::new(),
             admin_user_id: String::new(),
+            hypervisor: "KVM".to_string(),
             next_id: 0,
             next_vm_number: 0,
         };
@@ -694,6 +726,7 @@ impl World {
             details: BTreeMap::new(),
             nic,
             removed: false,
+            hypervisor: self.hypervisor.clone(),
         });
         id
     }

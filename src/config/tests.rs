@@ -42,7 +42,13 @@ fn minimal_config_takes_the_defaults() {
     assert_eq!(c.ssh.host_key_policy, HostKeyPolicy::AcceptNew);
     assert_eq!(c.ssh.connect_timeout, Duration::from_secs(10));
     assert_eq!(c.ssh.command_timeout, Duration::from_secs(20));
-    assert_eq!(c.ssh.command, "sudo -n /opt/bin/kubectl get nodes -o name");
+    assert_eq!(
+        c.ssh.command,
+        format!(
+            "sudo -n /opt/bin/kubectl get nodes {}",
+            crate::remote::kubectl::LIST_ARGUMENTS
+        )
+    );
     assert_eq!(
         c.ssh.known_hosts,
         PathBuf::from("/var/lib/cks-drift/known_hosts")
@@ -94,7 +100,7 @@ format = "xml"
         problems(text),
         vec![
             "cloudstack.colour: is not a known key; [cloudstack] takes url, api_key, api_key_file, secret_key, secret_key_file, timeout, ca_file, insecure, page_size",
-            "extra: is not a known table; the tables are [cloudstack], [ssh], [check], [state], [notify], [http], [log] and [database]",
+            "extra: is not a known table; the tables are [cloudstack], [ssh], [check], [state], [notify], [http], [log], [database], [alertmanager] and [[ignore]]",
             "cloudstack.url: \"cloud.example.com\" is not a URL (relative URL without a base); e.g. \"https://cloud.example.com/client/api\"",
             "cloudstack.api_key: is missing; set cloudstack.api_key, cloudstack.api_key_file, or the environment variable CKS_DRIFT_API_KEY",
             "cloudstack.timeout: \"30\" has no unit; write e.g. \"30s\" or \"30m\"",
@@ -275,6 +281,7 @@ fn the_example_config_is_complete_and_valid() {
     let env = |name: &str| Some(format!("value-of-{name}"));
     let c = Config::from_toml(&text, Path::new("cks-drift.toml"), &env).unwrap();
     assert_eq!(c.check.interval, Duration::from_secs(300));
+    assert_eq!(c.ssh.command, DEFAULT_COMMAND);
     // Every known key appears in the example.
     let example = include_str!("../../config/cks-drift.toml");
     for (table, keys) in KNOWN_KEYS {
@@ -416,4 +423,13 @@ fn storm_clusters_is_a_number_a_percentage_or_off() {
         let text = format!("{MINIMAL}\n[notify]\nstorm_clusters = {value}\n");
         assert_eq!(problems(&text), [problem], "{value}");
     }
+}
+
+#[test]
+fn ignore_rules_know_every_kind() {
+    let kinds: Vec<&str> = crate::diff::MismatchKind::ALL
+        .iter()
+        .map(|k| k.as_str())
+        .collect();
+    assert_eq!(kinds, KIND_NAMES);
 }

@@ -3,11 +3,16 @@
 use std::collections::BTreeSet;
 
 use super::*;
-use crate::snapshot::{ClusterInfo, Owner, VanishedVm};
+use crate::snapshot::{ClusterInfo, Node, Owner, VanishedVm};
 use crate::wording::reason;
 
 const NOW: i64 = 1_800_000_000;
 const HOUR: i64 = 60;
+
+/// Nodes known by their names only, as an `-o name` command lists them.
+fn listed(names: &[&str]) -> NodeView {
+    NodeView::Listed(names.iter().map(|n| Node::named(*n)).collect())
+}
 
 /// A VM created `age` minutes ago, last changed `changed` minutes ago.
 fn vm(id: &str, name: &str, state: &str, age: i64, changed: i64) -> Vm {
@@ -51,7 +56,7 @@ fn snapshot(
         mapped_elsewhere: BTreeSet::new(),
         vanished: vec![],
         nodes: match nodes {
-            Some(n) => NodeView::Listed(n.iter().map(|s| s.to_string()).collect()),
+            Some(n) => listed(n),
             None => NodeView::Unknown {
                 reason: "ssh failed".into(),
             },
@@ -237,11 +242,11 @@ fn unmapped_vm_without_created_uses_the_name_time() {
 #[test]
 fn node_without_vm() {
     let mut s = healthy();
-    s.nodes = NodeView::Listed(vec![
-        "web-control-1803b55c32d".into(),
-        "web-node-1803b55f08c".into(),
-        "web-node-1803b55f99a".into(),
-        "stray-node".into(),
+    s.nodes = listed(&[
+        "web-control-1803b55c32d",
+        "web-node-1803b55f08c",
+        "web-node-1803b55f99a",
+        "stray-node",
     ]);
     let found = diff(&s, &Policy::default(), Timestamp::from_unix(NOW));
     assert_eq!(found.len(), 1);
@@ -256,10 +261,10 @@ fn node_without_vm() {
 #[test]
 fn fqdn_and_case_insensitive_node_names_match() {
     let mut s = healthy();
-    s.nodes = NodeView::Listed(vec![
-        "web-control-1803b55c32d.cluster.local".into(),
-        "WEB-NODE-1803B55F08C".into(),
-        "web-node-1803b55f99a.example.com".into(),
+    s.nodes = listed(&[
+        "web-control-1803b55c32d.cluster.local",
+        "WEB-NODE-1803B55F08C",
+        "web-node-1803b55f99a.example.com",
     ]);
     assert_eq!(run(&s), vec![]);
 }
@@ -292,10 +297,7 @@ fn node_of_an_unmapped_vm_is_not_also_a_node_without_vm() {
 #[test]
 fn running_vm_that_is_not_a_node() {
     let mut s = healthy();
-    s.nodes = NodeView::Listed(vec![
-        "web-control-1803b55c32d".into(),
-        "web-node-1803b55f08c".into(),
-    ]);
+    s.nodes = listed(&["web-control-1803b55c32d", "web-node-1803b55f08c"]);
     let found = diff(&s, &Policy::default(), Timestamp::from_unix(NOW));
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].key().to_string(), "vm_not_a_node:v3");
@@ -307,11 +309,11 @@ fn running_vm_that_is_not_a_node() {
 
 #[test]
 fn not_a_node_cases_that_must_not_be_reported() {
-    let listed = ["web-control-1803b55c32d", "web-node-1803b55f08c"];
+    let names = ["web-control-1803b55c32d", "web-node-1803b55f08c"];
     // Recently started (last state change 5 minutes ago): still joining.
     let mut s = healthy();
     s.mapped[2] = vm("v3", "web-node-1803b55f99a", "Running", 10 * HOUR, 5);
-    s.nodes = NodeView::Listed(listed.iter().map(|n| n.to_string()).collect());
+    s.nodes = listed(&names);
     assert_eq!(run(&s), vec![]);
     // Recently created.
     s.mapped[2] = vm("v3", "web-node-1803b55f99a", "Running", 3, 3);
@@ -344,7 +346,7 @@ fn nodes_unknown_compares_vms_only() {
 #[test]
 fn cluster_with_no_nodes_flags_every_running_vm() {
     let mut s = healthy();
-    s.nodes = NodeView::Listed(vec![]);
+    s.nodes = listed(&[]);
     assert_eq!(
         run(&s),
         vec![
@@ -424,7 +426,7 @@ fn results_are_sorted_and_deterministic() {
     let mut s = healthy();
     s.mapped[0].state = VmState::Error;
     s.mapped.remove(2);
-    s.nodes = NodeView::Listed(vec!["zz".into(), "aa".into(), "aa".into()]);
+    s.nodes = listed(&["zz", "aa", "aa"]);
     assert_eq!(
         run(&s),
         vec![
@@ -440,6 +442,7 @@ fn results_are_sorted_and_deterministic() {
 #[test]
 fn finding_keys_have_one_string_form() {
     let keys = [
+        FindingKey::new(IdentityConflict, "web-node-1"),
         FindingKey::new(MapCount, "3/5"),
         FindingKey::new(MappedVm, "v1"),
         FindingKey::new(NodeWithoutVm, "stray"),
@@ -450,6 +453,7 @@ fn finding_keys_have_one_string_form() {
     assert_eq!(
         strings,
         [
+            "identity_conflict:web-node-1",
             "map_count:3/5",
             "mapped_vm:v1",
             "node_without_vm:stray",
@@ -466,4 +470,285 @@ fn finding_keys_have_one_string_form() {
     }
     assert_eq!(FindingKey::parse("summary:20270115T080000Z"), None);
     assert_eq!(FindingKey::parse("no colon"), None);
+}
+
+/// Nodes with their system UUIDs (`None`: not listed).
+fn identified(nodes: &[(&str, Option<&str>)]) -> NodeView {
+    NodeView::Listed(
+        nodes
+            .iter()
+            .map(|(name, uuid)| Node {
+                name: name.to_string(),
+                system_uuid: uuid.map(str::to_string),
+                provider_id: None,
+            })
+            .collect(),
+    )
+}
+
+const CONTROL: &str = "web-control-1803b55c32d";
+const WORKER_2: &str = "web-node-1803b55f08c";
+const WORKER_3: &str = "web-node-1803b55f99a";
+
+#[test]
+fn nodes_with_their_vms_uuids_match() {
+    let mut s = healthy();
+    s.nodes = identified(&[
+        (CONTROL, Some("v1")),
+        (WORKER_2, Some("V2")),
+        (WORKER_3, Some("v3")),
+    ]);
+    assert_eq!(run(&s), vec![]);
+}
+
+#[test]
+fn a_node_renamed_by_its_tenant_matches_by_uuid() {
+    let mut s = healthy();
+    s.nodes = identified(&[
+        (CONTROL, Some("v1")),
+        ("gpu-worker.tenant.example", Some("v2")),
+        (WORKER_3, Some("v3")),
+    ]);
+    assert_eq!(run(&s), vec![]);
+    // Listed by name only, it is no VM's node, and its VM is not a node.
+    s.nodes = listed(&[CONTROL, "gpu-worker.tenant.example", WORKER_3]);
+    assert_eq!(
+        run(&s),
+        vec![
+            (
+                NodeWithoutVm,
+                "node_without_vm:gpu-worker.tenant.example".to_string()
+            ),
+            (VmNotANode, "vm_not_a_node:v2".to_string()),
+        ]
+    );
+}
+
+#[test]
+fn a_vm_renamed_in_cloudstack_whose_node_kept_the_old_name_is_no_finding() {
+    let mut s = healthy();
+    s.mapped[1].name = "web-gpu-1".into();
+    // No longer named like a node of the cluster: only the map holds it.
+    s.named.remove(1);
+    s.nodes = identified(&[
+        (CONTROL, Some("v1")),
+        (WORKER_2, Some("v2")),
+        (WORKER_3, Some("v3")),
+    ]);
+    assert_eq!(run(&s), vec![]);
+}
+
+#[test]
+fn a_node_named_like_one_vm_with_anothers_uuid_is_an_identity_conflict() {
+    let mut s = healthy();
+    // The tenant swapped the names of two nodes.
+    s.nodes = identified(&[
+        (CONTROL, Some("v1")),
+        (WORKER_2, Some("v3")),
+        (WORKER_3, Some("v2")),
+    ]);
+    let found = diff(&s, &Policy::default(), Timestamp::from_unix(NOW));
+    assert_eq!(
+        found
+            .iter()
+            .map(|m| m.key().to_string())
+            .collect::<Vec<_>>(),
+        [
+            "identity_conflict:web-node-1803b55f08c",
+            "identity_conflict:web-node-1803b55f99a"
+        ]
+    );
+    let m = &found[1];
+    assert_eq!(m.kind, IdentityConflict);
+    assert_eq!(m.side(), Side::Nodes);
+    assert_eq!(m.node(), Some(WORKER_3));
+    assert_eq!(m.vm().map(|v| v.id.as_str()), Some("v2"));
+    assert_eq!(m.named_vm().map(|v| v.id.as_str()), Some("v3"));
+    assert_eq!(
+        reason("web", m),
+        "Kubernetes node web-node-1803b55f99a of cluster web is named like VM web-node-1803b55f99a (v3) but is VM web-node-1803b55f08c (v2) by its system UUID or provider ID"
+    );
+}
+
+#[test]
+fn a_conflicting_node_leaves_the_vm_it_is_named_like_without_a_node() {
+    let mut s = healthy();
+    s.nodes = identified(&[(CONTROL, Some("v1")), (WORKER_3, Some("v2"))]);
+    assert_eq!(
+        run(&s),
+        vec![
+            (VmNotANode, "vm_not_a_node:v3".to_string()),
+            (
+                IdentityConflict,
+                "identity_conflict:web-node-1803b55f99a".to_string()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn a_node_named_like_a_vm_another_node_is_has_no_vm() {
+    let mut s = healthy();
+    // v3's node was renamed; a machine whose UUID is no VM of the cluster took v3's name.
+    s.nodes = identified(&[
+        (CONTROL, Some("v1")),
+        (WORKER_2, Some("v2")),
+        ("renamed", Some("v3")),
+        (WORKER_3, Some("4230b1d7-0000-0000-0000-000000000000")),
+    ]);
+    assert_eq!(
+        run(&s),
+        vec![(
+            NodeWithoutVm,
+            "node_without_vm:web-node-1803b55f99a".to_string()
+        )]
+    );
+}
+
+#[test]
+fn a_copied_uuid_does_not_hide_a_node() {
+    let mut s = healthy();
+    s.nodes = identified(&[
+        (CONTROL, Some("v1")),
+        (WORKER_2, Some("v2")),
+        (WORKER_3, Some("v3")),
+        ("intruder", Some("v2")),
+    ]);
+    assert_eq!(
+        run(&s),
+        vec![(NodeWithoutVm, "node_without_vm:intruder".to_string())]
+    );
+}
+
+#[test]
+fn where_nodes_are_vms_by_uuid_a_foreign_uuid_is_no_vm_whatever_its_name() {
+    let mut s = healthy();
+    // A machine outside the cluster registered under v3's name while v3's kubelet is down.
+    s.nodes = identified(&[
+        (CONTROL, Some("v1")),
+        (WORKER_2, Some("v2")),
+        (WORKER_3, Some("4230b1d7-0000-0000-0000-000000000000")),
+    ]);
+    assert_eq!(
+        run(&s),
+        vec![
+            (
+                NodeWithoutVm,
+                "node_without_vm:web-node-1803b55f99a".to_string()
+            ),
+            (VmNotANode, "vm_not_a_node:v3".to_string()),
+        ]
+    );
+    // A node that lists no identity at all is still matched by its name.
+    s.nodes = identified(&[
+        (CONTROL, Some("v1")),
+        (WORKER_2, Some("v2")),
+        (WORKER_3, None),
+    ]);
+    assert_eq!(run(&s), vec![]);
+}
+
+#[test]
+fn a_copied_uuid_under_another_vms_name_is_an_identity_conflict() {
+    let mut s = healthy();
+    s.nodes = identified(&[
+        (CONTROL, Some("v1")),
+        (WORKER_2, Some("v2")),
+        (WORKER_3, Some("v2")),
+    ]);
+    let found = diff(&s, &Policy::default(), Timestamp::from_unix(NOW));
+    assert_eq!(
+        found
+            .iter()
+            .map(|m| (m.kind, m.key().to_string()))
+            .collect::<Vec<_>>(),
+        [
+            (VmNotANode, "vm_not_a_node:v3".to_string()),
+            (
+                IdentityConflict,
+                "identity_conflict:web-node-1803b55f99a".to_string()
+            ),
+        ]
+    );
+    assert_eq!(found[1].vm().map(|v| v.id.as_str()), Some("v2"));
+    assert_eq!(found[1].named_vm().map(|v| v.id.as_str()), Some("v3"));
+}
+
+#[test]
+fn the_provider_id_is_an_identity_too() {
+    let mut s = healthy();
+    s.nodes = NodeView::Listed(vec![
+        Node::named(CONTROL),
+        Node {
+            name: "renamed".into(),
+            system_uuid: Some("4230b1d7-0000-0000-0000-000000000000".into()),
+            provider_id: Some("cloudstack:///v2".into()),
+        },
+        Node {
+            name: WORKER_3.into(),
+            system_uuid: None,
+            provider_id: Some("external-cloudstack:///V3".into()),
+        },
+    ]);
+    assert_eq!(run(&s), vec![]);
+}
+
+#[test]
+fn a_uuid_outside_the_cluster_claims_nothing() {
+    let mut s = healthy();
+    // Another cluster's (or owner's) VM: the node is matched by its name, like any other.
+    s.nodes = identified(&[
+        (CONTROL, Some("v1")),
+        (WORKER_2, Some("v2")),
+        (WORKER_3, Some("v3")),
+        ("stray", Some("vm-of-another-owner")),
+    ]);
+    assert_eq!(
+        run(&s),
+        vec![(NodeWithoutVm, "node_without_vm:stray".to_string())]
+    );
+}
+
+#[test]
+fn the_node_of_a_gone_vm_matches_it_by_uuid() {
+    let mut s = healthy();
+    let gone = s.mapped.remove(2);
+    s.named.remove(2);
+    s.vanished.push(VanishedVm {
+        id: gone.id,
+        name: Some(gone.name),
+        how: VanishedHow::Expunged,
+    });
+    s.nodes = identified(&[
+        (CONTROL, Some("v1")),
+        (WORKER_2, Some("v2")),
+        ("renamed", Some("v3")),
+    ]);
+    assert_eq!(run(&s), vec![(MappedVm, "mapped_vm:v3".to_string())]);
+}
+
+/// Hypervisors whose system UUID is not the CloudStack UUID: every finding is as by names.
+#[test]
+fn uuids_that_match_no_vm_change_nothing() {
+    let cases: Vec<(ClusterSnapshot, Vec<&str>)> = vec![
+        (healthy(), vec![CONTROL, WORKER_2, WORKER_3]),
+        (healthy(), vec![CONTROL, WORKER_2, WORKER_3, "stray"]),
+        (healthy(), vec![CONTROL, "renamed", WORKER_3]),
+        (healthy(), vec![]),
+        (healthy(), vec![CONTROL, WORKER_3, WORKER_3]),
+    ];
+    for (mut s, names) in cases {
+        s.nodes = listed(&names);
+        let by_name = run(&s);
+        let foreign: Vec<String> = (0..names.len())
+            .map(|i| format!("4230b1d7-0000-0000-0000-{i:012}"))
+            .collect();
+        let with: Vec<(&str, Option<&str>)> = names
+            .iter()
+            .zip(&foreign)
+            .map(|(n, u)| (*n, Some(u.as_str())))
+            .collect();
+        s.nodes = identified(&with);
+        assert_eq!(run(&s), by_name, "{names:?}");
+    }
 }

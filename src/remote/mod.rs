@@ -1,6 +1,7 @@
-//! The Kubernetes view of a cluster: the node names its control node reports, read over SSH.
-//! `ssh` runs the command, `kubectl` parses its output. Which host and user to reach comes
-//! from the CloudStack view; comparing the names belongs to the diff.
+//! The Kubernetes view of a cluster: the nodes its control node reports (names, system UUIDs,
+//! provider IDs), read over SSH. `ssh` runs the command, `kubectl` parses its output. Which
+//! host and user to reach comes from the CloudStack view; comparing the nodes belongs to the
+//! diff.
 
 pub mod kubectl;
 pub mod ssh;
@@ -11,8 +12,33 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::time::Duration;
 
-pub use kubectl::{ParseError, parse_nodes};
+pub use kubectl::{NodeFormat, ParseError, parse_nodes};
 pub use ssh::{KeyError, SshNodeLister};
+
+/// A Kubernetes node as the control node listed it. Every field is the tenant's text, checked
+/// for shape by `remote::kubectl` and nothing more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// Its name, lowercased.
+    pub name: String,
+    /// `status.nodeInfo.systemUUID`, lowercased: on KVM the VM's CloudStack UUID. `None` when
+    /// it is empty or was not listed (an `-o name` command lists names only).
+    pub system_uuid: Option<String>,
+    /// `spec.providerID` as listed, e.g. `cloudstack:///<vm uuid>` where the CloudStack cloud
+    /// provider runs; `None` when it is not set or was not listed.
+    pub provider_id: Option<String>,
+}
+
+impl Node {
+    /// A node known by its name only.
+    pub fn named(name: impl Into<String>) -> Self {
+        Node {
+            name: name.into(),
+            system_uuid: None,
+            provider_id: None,
+        }
+    }
+}
 
 /// Where to log in: a cluster's control node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,9 +49,9 @@ pub struct SshTarget {
 }
 
 pub type NodeListFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<Vec<String>, NodeListError>> + Send + 'a>>;
+    Pin<Box<dyn Future<Output = Result<Vec<Node>, NodeListError>> + Send + 'a>>;
 
-/// Lists a cluster's Kubernetes node names (lowercase). Implementations bound every step with
+/// Lists a cluster's Kubernetes nodes (names lowercase). Implementations bound every step with
 /// their own deadlines.
 pub trait NodeLister: Send + Sync {
     fn list_nodes<'a>(&'a self, target: &'a SshTarget) -> NodeListFuture<'a>;
@@ -408,6 +434,7 @@ mod tests {
                     source: ParseError {
                         line: 1,
                         excerpt: "x".into(),
+                        format: NodeFormat::Columns,
                     },
                 },
                 "output",

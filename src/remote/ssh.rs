@@ -21,14 +21,15 @@ use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout, timeout_at};
 use tracing::{Instrument, debug, debug_span, info};
 
+use super::Node;
 use super::{
     NodeListError, NodeListFuture, NodeLister, RemoteExit, SshTarget, Stage, known_hosts_host,
     parse_nodes,
 };
 use crate::config::{HostKeyPolicy, SshSettings};
 
-/// Most stdout kept. A node list is about 40 bytes a node, so this is far beyond any
-/// cluster; more means the output is not a node list, and a cut list would look like
+/// Most stdout kept. A node list is about 130 bytes a node with its system UUID and provider
+/// ID (40 with names only), so this is far beyond any cluster; more means the output is not a node list, and a cut list would look like
 /// missing nodes, so it is refused rather than truncated.
 const STDOUT_LIMIT: usize = 4 * 1024 * 1024;
 /// Most stderr kept; the rest is read and dropped.
@@ -134,7 +135,7 @@ impl SshNodeLister {
         })
     }
 
-    async fn list(&self, target: &SshTarget) -> Result<Vec<String>, NodeListError> {
+    async fn list(&self, target: &SshTarget) -> Result<Vec<Node>, NodeListError> {
         let deadline = Instant::now() + self.connect_timeout;
         let stream = self.connect_tcp(target, deadline).await?;
         debug!("tcp connected");
@@ -193,7 +194,14 @@ impl SshNodeLister {
             port: target.port,
             source,
         })?;
-        debug!(nodes = nodes.len(), "listed nodes");
+        debug!(
+            nodes = nodes.len(),
+            with_identity = nodes
+                .iter()
+                .filter(|n| n.system_uuid.is_some() || n.provider_id.is_some())
+                .count(),
+            "listed nodes"
+        );
         Ok(nodes)
     }
 

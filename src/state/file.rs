@@ -282,4 +282,75 @@ mod tests {
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("state.json")]);
     }
+
+    /// A finding of a kind added after version 2 (an identity conflict) reads back whole, and
+    /// a version 2 file written before it (no `named_vm_*`) still loads.
+    #[test]
+    fn an_identity_conflict_round_trips_and_earlier_files_still_load() {
+        use crate::diff::{Mismatch, MismatchKind, Subject, VmRef};
+        use crate::state::Reported;
+
+        let conflict = Mismatch {
+            kind: MismatchKind::IdentityConflict,
+            subject: Subject::Conflict {
+                node: "web-node-2".into(),
+                is: VmRef {
+                    id: "v1".into(),
+                    name: Some("web-node-1".into()),
+                    state: "Running".into(),
+                },
+                named: VmRef {
+                    id: "v2".into(),
+                    name: Some("web-node-2".into()),
+                    state: String::new(),
+                },
+            },
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let (file, mut state, _) = StateFile::open(&path, NOW).unwrap();
+        let entry = state.clusters.entry("c1".into()).or_default();
+        entry.name = "web".into();
+        entry
+            .nodes
+            .insert(conflict.key().to_string(), Reported::new(&conflict, NOW));
+        file.save(&state).unwrap();
+        drop(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("\"named_vm_id\":\"v2\""), "{text}");
+        let (file, again, _) = StateFile::open(&path, NOW).unwrap();
+        assert_eq!(again, state);
+        let reported = &again.clusters["c1"].nodes["identity_conflict:web-node-2"];
+        assert_eq!(reported.mismatch(), Some(conflict));
+        drop(file);
+
+        let earlier = r#"{
+  "version": 2,
+  "clusters": {
+    "c1": {
+      "name": "web",
+      "nodes": {
+        "node_without_vm:stray": {"kind": "node_without_vm", "node": "stray", "since": "2027-01-15T08:00:00Z"}
+      }
+    }
+  },
+  "next_id": 7
+}"#;
+        std::fs::write(&path, earlier).unwrap();
+        let (_file, state, note) = StateFile::open(&path, NOW).unwrap();
+        assert_eq!(note, OpenNote::default());
+        assert_eq!(state.next_id, 7);
+        let stray = &state.clusters["c1"].nodes["node_without_vm:stray"];
+        assert_eq!(
+            (stray.named_vm_id.as_ref(), stray.named_vm_name.as_ref()),
+            (None, None)
+        );
+        assert_eq!(
+            stray.mismatch(),
+            Some(Mismatch {
+                kind: MismatchKind::NodeWithoutVm,
+                subject: Subject::Node("stray".into()),
+            })
+        );
+    }
 }

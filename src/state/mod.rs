@@ -137,7 +137,8 @@ impl ClusterState {
 /// A reported finding, as it was when first reported.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Reported {
-    /// `mapped_vm`, `unmapped_vm`, `node_without_vm`, `vm_not_a_node` or `map_count`.
+    /// `mapped_vm`, `unmapped_vm`, `node_without_vm`, `vm_not_a_node`, `map_count`, `blind`
+    /// or `identity_conflict`.
     pub kind: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vm_id: Option<String>,
@@ -157,6 +158,11 @@ pub struct Reported {
     pub blind_reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blind_since: Option<Timestamp>,
+    /// For `identity_conflict`: the VM the node's name is (`vm_*` is the VM it is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub named_vm_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub named_vm_name: Option<String>,
     pub since: Timestamp,
     /// Its alert and annotation are held by a storm: nothing was sent for it but the event.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -175,6 +181,8 @@ impl Reported {
             expected: None,
             blind_reason: None,
             blind_since: None,
+            named_vm_id: None,
+            named_vm_name: None,
             since,
             held: false,
         };
@@ -192,6 +200,14 @@ impl Reported {
             Subject::Blind { reason, since } => {
                 r.blind_reason = Some(reason.clone());
                 r.blind_since = Some(*since);
+            }
+            Subject::Conflict { node, is, named } => {
+                r.node = Some(node.clone());
+                r.vm_id = Some(is.id.clone());
+                r.vm_name = is.name.clone();
+                r.vm_state = Some(is.state.clone());
+                r.named_vm_id = Some(named.id.clone());
+                r.named_vm_name = named.name.clone();
             }
         }
         r
@@ -212,6 +228,19 @@ impl Reported {
             MismatchKind::Blind => Subject::Blind {
                 reason: self.blind_reason.clone().unwrap_or_default(),
                 since: self.blind_since.unwrap_or(self.since),
+            },
+            MismatchKind::IdentityConflict => Subject::Conflict {
+                node: self.node.clone()?,
+                is: VmRef {
+                    id: self.vm_id.clone().unwrap_or_default(),
+                    name: self.vm_name.clone(),
+                    state: self.vm_state.clone().unwrap_or_default(),
+                },
+                named: VmRef {
+                    id: self.named_vm_id.clone().unwrap_or_default(),
+                    name: self.named_vm_name.clone(),
+                    state: String::new(),
+                },
             },
             _ => Subject::Vm(VmRef {
                 id: self.vm_id.clone()?,

@@ -65,6 +65,8 @@ impl ReportedV1 {
         Reported {
             blind_reason: None,
             blind_since: None,
+            named_vm_id: None,
+            named_vm_name: None,
             vm_state: if counts.is_some() { None } else { m.vm_state },
             shown: counts.map(|c| c.0),
             expected: counts.map(|c| c.1),

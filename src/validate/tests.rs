@@ -27,6 +27,28 @@ fn simple_commands_pass() {
 }
 
 #[test]
+fn names_only_commands_are_recognised() {
+    for command in [
+        "sudo -n /opt/bin/kubectl get nodes -o name",
+        "kubectl get nodes -oname",
+        "kubectl get nodes -o=name --request-timeout=10s",
+        "kubectl get nodes --output name",
+        "kubectl get nodes --output=name",
+        "sh -c 'kubectl get nodes -o name'",
+    ] {
+        assert!(lists_names_only(command), "{command}");
+    }
+    for command in [
+        DEFAULT_COMMAND,
+        "kubectl get nodes -o wide",
+        "kubectl get nodes -o custom-columns=NAME:.metadata.name",
+        "/usr/local/bin/list-nodes name",
+    ] {
+        assert!(!lists_names_only(command), "{command}");
+    }
+}
+
+#[test]
 fn shell_syntax_is_named() {
     let cases = [
         (
@@ -121,6 +143,7 @@ interval = "5"
             "warning: cloudstack.insecure: is true: the management server's certificate is not verified, so anything between this host and it can pose as CloudStack; set cloudstack.ca_file to the CA that signed its certificate and remove insecure".to_string(),
             "warning: ssh.host_key_policy: is \"off\": any host key is accepted, so a machine posing as a control node is trusted; use \"accept-new\" (the default) or \"strict\"".to_string(),
             "warning: check.grace_period: is \"2m\", under 5 minutes: VMs of a cluster being created, scaled or upgraded may be reported before the operation ends; use at least \"5m\" (the default is \"15m\")".to_string(),
+            format!("warning: ssh.command: \"kubectl get nodes -o name | sort\" lists node names only (-o name): nodes are then matched to VMs by name, so a node its tenant renamed is not recognised and one named like another VM is not caught; list their system UUIDs and provider IDs too with \"kubectl get nodes {}\" (the default)", crate::remote::kubectl::LIST_ARGUMENTS),
             "warning: ssh.command: \"kubectl get nodes -o name | sort\" uses shell syntax (a pipe or ||); it runs on the node as \"timeout 20s <command>\", so it must be a simple command (a program and its arguments): wrap anything else in sh -c '…' or in a script on the node".to_string(),
         ]
     );

@@ -20,6 +20,26 @@ fn node_finding(node: &str) -> Mismatch {
     }
 }
 
+/// Node `node`, named like VM `v2` (named `node`), is VM `is_id` (named `is_name`).
+fn conflict_finding(node: &str, is_id: &str, is_name: &str) -> Mismatch {
+    Mismatch {
+        kind: MismatchKind::IdentityConflict,
+        subject: Subject::Conflict {
+            node: node.into(),
+            is: VmRef {
+                id: is_id.into(),
+                name: Some(is_name.into()),
+                state: "Running".into(),
+            },
+            named: VmRef {
+                id: "v2".into(),
+                name: Some(node.into()),
+                state: "Running".into(),
+            },
+        },
+    }
+}
+
 const CLUSTER_ID: &str = "8d1f0e8a-6b3c-4c55-9f41-0a2b3c4d5e6f";
 const VM_ID: &str = "0f9e8d7c-6b5a-4c3d-2e1f-0a9b8c7d6e5f";
 
@@ -49,6 +69,23 @@ fn longest_findings() -> Vec<Mismatch> {
     ));
     out.push(vm_finding(MismatchKind::VmNotANode, &vm, VM_ID, "Running"));
     out.push(node_finding(&node));
+    // A node named like one VM (under the longest FQDN) whose UUID is another's.
+    out.push(Mismatch {
+        kind: MismatchKind::IdentityConflict,
+        subject: Subject::Conflict {
+            node: format!("{vm}.{}", &node[..253 - 64]),
+            is: VmRef {
+                id: VM_ID.into(),
+                name: Some(vm.replace("control", "node-00")),
+                state: "Running".into(),
+            },
+            named: VmRef {
+                id: CLUSTER_ID.into(),
+                name: Some(vm.clone()),
+                state: "Running".into(),
+            },
+        },
+    });
     out.push(Mismatch {
         kind: MismatchKind::MapCount,
         subject: Subject::MapRows {
@@ -107,6 +144,7 @@ fn the_longest_texts_fit_cloudstack_and_keep_their_marker() {
         match &m.subject {
             Subject::Vm(vm) => assert!(a.contains(vm.name.as_deref().unwrap()), "{a}"),
             Subject::Node(node) => assert!(a.contains(&node[..100]), "{a}"),
+            Subject::Conflict { node, .. } => assert!(a.contains(&node[..100]), "{a}"),
             Subject::MapRows { .. } => assert!(a.contains("shows 1000 of 1003 VMs"), "{a}"),
             Subject::Blind { .. } => assert!(a.contains("have not been listed since"), "{a}"),
         }
@@ -197,6 +235,15 @@ fn texts_read_well_for_ordinary_names() {
         annotation_text(&node_finding("stray")),
         "Kubernetes node stray matches no VM of this cluster. Nothing was changed. Check the node with kubectl. [cks-drift node_without_vm:stray]"
     );
+    let m = conflict_finding("web-node-b", "v1", "web-node-a");
+    assert_eq!(
+        annotation_text(&m),
+        "Kubernetes node web-node-b is named like VM web-node-b but is VM web-node-a by its system UUID or provider ID. Nothing was changed. Check which machine the node is. [cks-drift identity_conflict:web-node-b]"
+    );
+    assert_eq!(
+        alert_description("web", "c1", &m),
+        "Kubernetes cluster web, node web-node-b: Kubernetes node web-node-b of cluster web is named like VM web-node-b (v2) but is VM web-node-a (v1) by its system UUID or provider ID. Nothing was changed. Check the node's system UUID and provider ID with kubectl on the control node (kubectl get node <name> -o yaml): a node its tenant renamed to another VM's name, or a machine posing as that VM. The node is matched to the VM it is, not to the one it is named like. [cks-drift c1/identity_conflict:web-node-b]"
+    );
 }
 
 #[test]
@@ -251,6 +298,10 @@ fn a_text_queued_by_an_older_release_is_remarked_and_fitted() {
 #[test]
 fn reasons_name_the_cluster_and_what_was_found() {
     let cases = [
+        (
+            conflict_finding("web-node-b", "v1", "web-node-a"),
+            "Kubernetes node web-node-b of cluster web is named like VM web-node-b (v2) but is VM web-node-a (v1) by its system UUID or provider ID",
+        ),
         (
             vm_finding(MismatchKind::MappedVm, "web-node-a", "v1", "Destroyed"),
             "VM web-node-a (v1) is one of the VMs of Kubernetes cluster web in CloudStack, but is destroyed",

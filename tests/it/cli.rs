@@ -238,7 +238,7 @@ async fn validate_config_accepts_a_good_config() {
         "https://cloud.example.com/client/api",
         SECRET,
         &key,
-        "sudo -n /opt/bin/kubectl get nodes -o name",
+        cks_drift::config::DEFAULT_COMMAND,
     );
     let config = write_config(dir.path(), &text, 0o600);
     let out = cks_drift(&["validate-config", "-c", config.to_str().unwrap()]).await;
@@ -324,11 +324,12 @@ async fn validate_config_with_only_warnings_exits_0() {
             "warning: cloudstack.insecure: is true: the management server's certificate is not verified, so anything between this host and it can pose as CloudStack; set cloudstack.ca_file to the CA that signed its certificate and remove insecure".to_string(),
             "warning: ssh.host_key_policy: is \"off\": any host key is accepted, so a machine posing as a control node is trusted; use \"accept-new\" (the default) or \"strict\"".to_string(),
             "warning: check.grace_period: is \"2m\", under 5 minutes: VMs of a cluster being created, scaled or upgraded may be reported before the operation ends; use at least \"5m\" (the default is \"15m\")".to_string(),
+            format!("warning: ssh.command: \"kubectl get nodes -o name | sort\" lists node names only (-o name): nodes are then matched to VMs by name, so a node its tenant renamed is not recognised and one named like another VM is not caught; list their system UUIDs and provider IDs too with \"kubectl get nodes {}\" (the default)", cks_drift::remote::kubectl::LIST_ARGUMENTS),
             "warning: ssh.command: \"kubectl get nodes -o name | sort\" uses shell syntax (a pipe or ||); it runs on the node as \"timeout 5s <command>\", so it must be a simple command (a program and its arguments): wrap anything else in sh -c '…' or in a script on the node".to_string(),
             format!("warning: cloudstack.api_key: is written in {c}, which is open to group or others (mode 0644); chmod 600 {c}, or move the key to cloudstack.api_key_file"),
             format!("warning: cloudstack.secret_key: is written in {c}, which is open to group or others (mode 0644); chmod 600 {c}, or move the key to cloudstack.secret_key_file"),
             format!("warning: ssh.private_key: {k} is a private key and is open to group or others (mode 0644); chmod 600 {k}"),
-            format!("config file {c} is valid, with 7 warnings"),
+            format!("config file {c} is valid, with 8 warnings"),
         ]
     );
 }
@@ -364,7 +365,7 @@ async fn validate_config_connect_reaches_the_api_and_a_control_node() {
                 fake.url()
             ),
             format!(
-                "ok: ssh: cluster web, root@{}:2222: ssh.command listed 2 nodes",
+                "ok: ssh: cluster web, root@{}:2222: ssh.command listed 2 nodes, by name only (none with a system UUID or provider ID): they are matched to VMs by name",
                 sshd.ip()
             ),
             format!("config file {} is valid, with 1 warning", config.display()),

@@ -514,7 +514,7 @@ impl cks_drift::cloudstack::transport::Transport for FailingProbe {
 }
 
 /// Lists every node a test asks for, whatever the target.
-struct FixedNodes(Vec<String>);
+struct FixedNodes(Vec<cks_drift::snapshot::Node>);
 
 impl cks_drift::remote::NodeLister for FixedNodes {
     fn list_nodes<'a>(
@@ -549,7 +549,12 @@ async fn a_failed_probe_skips_the_cluster_and_keeps_its_state() {
         Arc::new(FailingProbe(SimTransport(sim.clone()))),
         ClientOptions::default(),
     );
-    let lister = Arc::new(FixedNodes(names));
+    let lister = Arc::new(FixedNodes(
+        names
+            .into_iter()
+            .map(cks_drift::snapshot::Node::named)
+            .collect(),
+    ));
     let settings = CycleSettings {
         policy: Default::default(),
         concurrency: 2,

@@ -4,6 +4,7 @@
 use cks_drift_sim::NodeRole;
 
 use crate::support::cloud::{Run, TestCloud, binary, world_now};
+use crate::support::kube_api::FakeNode;
 
 async fn explain(cloud: &TestCloud, cluster: &str, json: bool) -> Run {
     let config = cloud.write_config();
@@ -66,7 +67,8 @@ async fn each_upstream_scenario_is_explained() {
     cloud
         .sim()
         .with_world(|w| w.set_vm_state(&dead, "Destroyed"));
-    // Scenario 4: kubelet stopped, the node deleted from Kubernetes.
+    // Scenario 4: kubelet stopped, the node deleted from Kubernetes; and a node renamed by
+    // its tenant, still the VM by its system UUID.
     let k = cloud.map(&kubelet);
     let names: Vec<String> = k.iter().map(|v| vm_name(&cloud, v)).collect();
     cloud.node(&kubelet).kube.set_nodes(&[&names[0], &names[1]]);
@@ -102,9 +104,10 @@ async fn each_upstream_scenario_is_explained() {
         ) && verdict_of(text, &vm_name(&cloud, &theirs)).ends_with("), not by the cluster's owner"),
         "{text}"
     );
+    let control_id = cloud.map(&healthy)[0].clone();
     assert!(
         text.contains(&format!(
-            "\nKubernetes nodes: 2\n  {control} -> VM {control} ("
+            "\nKubernetes nodes: 2\n  {control}, system UUID {control_id} -> VM {control} ({control_id})\n      is a VM of the cluster by its system UUID or provider ID\n"
         )),
         "{text}"
     );
@@ -150,6 +153,34 @@ async fn each_upstream_scenario_is_explained() {
         text.contains(&format!("\n  vm_not_a_node:{} since ", k[2]))
             && text.contains(": alert, annotation\n"),
         "{text}"
+    );
+
+    // A node renamed by its tenant is still its VM by its system UUID; a node named like one
+    // VM while its UUID is another's is a conflict.
+    let d = cloud.map(&destroyed);
+    let dn: Vec<String> = d
+        .iter()
+        .map(|v| vm_name(&cloud, v).to_lowercase())
+        .collect();
+    cloud.node(&destroyed).kube.set_node_objects(vec![
+        FakeNode::with_uuid(&dn[0], &d[0]),
+        FakeNode::with_uuid("my-favourite-node", &d[2]),
+        FakeNode::with_uuid(&dn[1], &d[0]),
+    ]);
+    let text = explain(&cloud, "destroyed", false).await.stdout;
+    assert_eq!(
+        verdict_of(&text, "my-favourite-node"),
+        "is a VM of the cluster by its system UUID or provider ID; its name differs (a VM renamed in CloudStack, or a node renamed by its tenant), which is no finding"
+    );
+    assert_eq!(
+        verdict_of(&text, &format!("{}, system UUID {}", dn[1], d[0])),
+        format!(
+            "finding identity_conflict: named like VM {} ({}), but its system UUID or provider ID is VM {} ({})",
+            vm_name(&cloud, &d[1]),
+            d[1],
+            vm_name(&cloud, &d[0]),
+            d[0]
+        )
     );
 
     // Scenario 7: skipped by rule.

@@ -10,6 +10,7 @@ mod dedupe;
 mod explain;
 mod fake_cloudstack;
 mod hardening;
+mod identity;
 mod refusals;
 mod ssh;
 mod storm;

@@ -5,11 +5,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cks_drift::config::{HostKeyPolicy, SshSettings};
+use cks_drift::remote::kubectl::LIST_ARGUMENTS;
 use cks_drift::remote::{
-    KeyError, NodeListError, NodeLister, ParseError, RemoteExit, SshNodeLister, SshTarget, Stage,
+    KeyError, NodeFormat, NodeListError, NodeLister, ParseError, RemoteExit, SshNodeLister,
+    SshTarget, Stage,
 };
+use cks_drift::snapshot::Node;
 
-use crate::support::kube_api::FakeKubeApi;
+use crate::support::kube_api::{FakeKubeApi, FakeNode};
 use crate::support::sshd::{KeyKind, Sshd, free_port, keygen, keygen_encrypted};
 
 const SHORT: Duration = Duration::from_secs(3);
@@ -41,25 +44,30 @@ fn trusted_known_hosts(sshd: &Sshd) -> PathBuf {
     path
 }
 
-/// The command a CKS control node runs, pointed at the fake API.
+/// The default command (names, system UUIDs, provider IDs), pointed at the fake API.
 fn kubectl_command(api: &FakeKubeApi, dir: &Path) -> String {
+    kubectl_command_with(api, dir, LIST_ARGUMENTS)
+}
+
+/// `kubectl get nodes <arguments>` as a CKS control node runs it, pointed at the fake API.
+fn kubectl_command_with(api: &FakeKubeApi, dir: &Path, arguments: &str) -> String {
     let kubeconfig = api.write_kubeconfig(dir);
     format!(
-        "sudo -n /usr/bin/kubectl --kubeconfig {} --cache-dir {} get nodes -o name",
+        "sudo -n /usr/bin/kubectl --kubeconfig {} --cache-dir {} get nodes {arguments}",
         kubeconfig.display(),
         dir.join("kube-cache").display()
     )
 }
 
-async fn list(settings: &SshSettings, port: u16) -> Result<Vec<String>, NodeListError> {
+async fn list(settings: &SshSettings, port: u16) -> Result<Vec<Node>, NodeListError> {
     SshNodeLister::new(settings)
         .expect("load key")
         .list_nodes(&target(port))
         .await
 }
 
-fn names(names: &[&str]) -> Vec<String> {
-    names.iter().map(|n| n.to_string()).collect()
+fn names(names: &[&str]) -> Vec<Node> {
+    names.iter().map(|n| Node::named(*n)).collect()
 }
 
 #[tokio::test]
@@ -97,7 +105,7 @@ async fn lists_nodes_through_sshd_sudo_and_kubectl_with_a_pkcs1_rsa_key() {
     // No nodes: kubectl says "No resources found" on stderr and exits 0.
     api.set_nodes(&[]);
     let nodes = lister.list_nodes(&target(sshd.port())).await.unwrap();
-    assert_eq!(nodes, Vec::<String>::new());
+    assert_eq!(nodes, Vec::<Node>::new());
 
     let log = sshd.log();
     assert!(
@@ -109,6 +117,94 @@ async fn lists_nodes_through_sshd_sudo_and_kubectl_with_a_pkcs1_rsa_key() {
         log.contains("Accepted publickey for root"),
         "sshd log:\n{log}"
     );
+}
+
+/// What the real kubectl prints for the default command's columns, read back: a node's system
+/// UUID (lowercased; an empty one is none) and provider ID, `<none>` where a field is not set.
+/// The command of earlier releases (`-o name`) still lists the same nodes, by name only.
+#[tokio::test]
+async fn the_real_kubectl_lists_system_uuids_and_provider_ids() {
+    let sshd = Sshd::start();
+    let uuid = "0f9e8d7c-6b5a-4c3d-8e1f-0a9b8c7d6e5f";
+    let provider = format!("cloudstack:///{uuid}");
+    let api = FakeKubeApi::start_with(vec![
+        FakeNode {
+            name: "web-control-18f0c2a4b1e".into(),
+            system_uuid: Some(uuid.to_uppercase()),
+            provider_id: Some(provider.clone()),
+        },
+        FakeNode::with_uuid("web-node-18f0c2a5d37", ""),
+        FakeNode::named("web-node-18f0c2a5e42.k8s.example.com"),
+        FakeNode {
+            name: "gpu-1".into(),
+            system_uuid: None,
+            provider_id: Some("external-cloudstack:///5d1c00c8-7a2b-4c3d-8e9f-0a1b2c3d4e5f".into()),
+        },
+    ])
+    .await;
+    let known_hosts = trusted_known_hosts(&sshd);
+    let columns = settings(
+        sshd.client_key(),
+        &known_hosts,
+        HostKeyPolicy::Strict,
+        &kubectl_command(&api, sshd.dir()),
+    );
+    assert_eq!(
+        list(&columns, sshd.port()).await.unwrap(),
+        [
+            Node {
+                name: "web-control-18f0c2a4b1e".into(),
+                system_uuid: Some(uuid.into()),
+                provider_id: Some(provider),
+            },
+            Node::named("web-node-18f0c2a5d37"),
+            Node::named("web-node-18f0c2a5e42.k8s.example.com"),
+            Node {
+                name: "gpu-1".into(),
+                system_uuid: None,
+                provider_id: Some(
+                    "external-cloudstack:///5d1c00c8-7a2b-4c3d-8e9f-0a1b2c3d4e5f".into()
+                ),
+            },
+        ]
+    );
+
+    let names_only = SshSettings {
+        command: kubectl_command_with(&api, sshd.dir(), "-o name"),
+        ..columns.clone()
+    };
+    assert_eq!(
+        list(&names_only, sshd.port()).await.unwrap(),
+        names(&[
+            "web-control-18f0c2a4b1e",
+            "web-node-18f0c2a5d37",
+            "web-node-18f0c2a5e42.k8s.example.com",
+            "gpu-1"
+        ])
+    );
+
+    // kubectl does not escape what a field holds: a tenant's provider ID with a space spoils
+    // the list rather than shift its columns.
+    api.set_node_objects(vec![
+        FakeNode::with_uuid("web-control-18f0c2a4b1e", uuid),
+        FakeNode {
+            name: "web-node-18f0c2a5d37".into(),
+            system_uuid: None,
+            provider_id: Some("cloudstack:///a b".into()),
+        },
+    ]);
+    match list(&columns, sshd.port()).await.unwrap_err() {
+        NodeListError::Output { source, .. } => {
+            assert_eq!((source.line, source.format), (2, NodeFormat::Columns));
+            // Cut at 80 characters, padding included.
+            assert_eq!(
+                source.excerpt.split_whitespace().collect::<Vec<_>>(),
+                ["web-node-18f0c2a5d37", "<none>", "cloudstack:///a"],
+                "{source:?}"
+            );
+        }
+        other => panic!("expected Output, got {other:?}"),
+    }
 }
 
 #[tokio::test]
@@ -585,7 +681,8 @@ async fn output_that_is_not_a_node_list_is_refused() {
             *source,
             ParseError {
                 line: 2,
-                excerpt: "Last login: Mon Nov 30".to_string()
+                excerpt: "Last login: Mon Nov 30".to_string(),
+                format: NodeFormat::Names,
             }
         ),
         other => panic!("expected Output, got {other:?}"),

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use cks_drift_sim::{FakeCloudStack, Sim, SimTime, World};
 use tempfile::TempDir;
 
-use crate::support::kube_api::FakeKubeApi;
+use crate::support::kube_api::{FakeKubeApi, FakeNode};
 use crate::support::sshd::{Sshd, fresh_loopback};
 
 pub const API_KEY: &str = "it-api-key";
@@ -59,26 +59,20 @@ impl TestCloud {
     /// Gives the cluster a control node reachable like CKS reaches it: its `endpoint` host on
     /// a fresh loopback address, sshd on port 2222 there, login user `root` (the
     /// `controlNodeLoginUser` detail of its first mapped VM), and a Kubernetes API that lists
-    /// every mapped VM as a node.
+    /// every mapped VM as a node, with the system UUID its hypervisor gives it (on KVM, the
+    /// world's default, its CloudStack UUID).
     pub async fn control_node(&mut self, cluster_id: &str) {
         let ip = fresh_loopback();
-        let names: Vec<String> = self.sim().with_world(|w| {
+        self.sim().with_world(|w| {
             let c = w.cluster_mut(cluster_id);
             c.endpoint = format!("https://{ip}:6443/");
-            let map = c.map.clone();
-            if let Some(first) = map.first() {
-                w.vm_mut(first)
+            if let Some(first) = c.map.first().cloned() {
+                w.vm_mut(&first)
                     .details
                     .insert("controlNodeLoginUser".into(), "root".into());
             }
-            map.iter()
-                .filter_map(|id| w.vm(id))
-                .filter(|vm| vm.isetcdnode != Some(true) && !vm.removed)
-                .map(|vm| vm.name.to_lowercase())
-                .collect()
         });
-        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        let kube = FakeKubeApi::start(&refs).await;
+        let kube = FakeKubeApi::start_with(self.node_objects(cluster_id)).await;
         let sshd = Sshd::start_at(ip, 2222);
         // One client key for every control node: the first sshd's, kept in the cloud's folder
         // so it outlives that sshd.
@@ -96,9 +90,10 @@ impl TestCloud {
         std::fs::create_dir_all(&node_dir).unwrap();
         let kubeconfig = kube.write_kubeconfig(&node_dir);
         let command = format!(
-            "sudo -n /usr/bin/kubectl --kubeconfig {} --cache-dir {} get nodes -o name",
+            "sudo -n /usr/bin/kubectl --kubeconfig {} --cache-dir {} get nodes {}",
             kubeconfig.display(),
-            node_dir.join("cache").display()
+            node_dir.join("cache").display(),
+            cks_drift::remote::kubectl::LIST_ARGUMENTS
         );
         self.nodes.push((
             cluster_id.to_string(),
@@ -123,6 +118,30 @@ impl TestCloud {
         self.sim()
             .with_world(|w| assert!(w.remove_map_row(cluster_id, &worker)));
         worker
+    }
+
+    /// The Kubernetes nodes of the cluster's mapped VMs that are not etcd VMs: their names,
+    /// lowercased, with the system UUIDs their guests see.
+    pub fn node_objects(&self, cluster_id: &str) -> Vec<FakeNode> {
+        self.sim().with_world(|w| {
+            w.cluster(cluster_id)
+                .unwrap()
+                .map
+                .iter()
+                .filter_map(|id| w.vm(id))
+                .filter(|vm| vm.isetcdnode != Some(true) && !vm.removed)
+                .map(|vm| FakeNode::with_uuid(&vm.name.to_lowercase(), &vm.system_uuid()))
+                .collect()
+        })
+    }
+
+    /// Lists the cluster's nodes with `-o name` from now on, as the command of earlier
+    /// releases does: names only.
+    pub fn list_names_only(&mut self, cluster_id: &str) {
+        let node = self.node_mut(cluster_id);
+        node.command = node
+            .command
+            .replace(cks_drift::remote::kubectl::LIST_ARGUMENTS, "-o name");
     }
 
     /// The Kubernetes node names of the cluster's mapped VMs (their names, lowercased).

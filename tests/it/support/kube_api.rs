@@ -1,8 +1,10 @@
 //! A tiny fake Kubernetes API (plain HTTP on 127.0.0.1) that the real kubectl can list nodes
 //! from, and a kubeconfig pointing at it.
 //!
-//! What `kubectl get nodes -o name` asks for (seen with the client on this machine):
-//! `/version`, `/api`, `/apis`, `/api/v1` (discovery) and `/api/v1/nodes?limit=500`.
+//! What `kubectl get nodes -o name` and `-o custom-columns=…` ask for (seen with the client on
+//! this machine): `/version`, `/api`, `/apis`, `/api/v1` (discovery) and
+//! `/api/v1/nodes?limit=500` with `Accept: application/json`, so full Node objects are served:
+//! `metadata.name`, and `status.nodeInfo.systemUUID` and `spec.providerID` where a node has them.
 //! `/usr/bin/kubectl` is Google Cloud SDK's dispatcher (`v1.32.4-dispatcher`): it reads
 //! `/version` first to pick one of the versioned clients beside it
 //! (`/usr/lib/google-cloud-sdk/bin/kubectl.1.NN`), so `/version` answers `v1.32.4`. It needs
@@ -23,7 +25,33 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-type Nodes = Arc<Mutex<Vec<String>>>;
+/// A node as the API serves it. `system_uuid: Some("")` is served as an empty string (what a
+/// kubelet that could not read one reports); `None` leaves the field out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FakeNode {
+    pub name: String,
+    pub system_uuid: Option<String>,
+    pub provider_id: Option<String>,
+}
+
+impl FakeNode {
+    pub fn named(name: &str) -> FakeNode {
+        FakeNode {
+            name: name.to_string(),
+            system_uuid: None,
+            provider_id: None,
+        }
+    }
+
+    pub fn with_uuid(name: &str, system_uuid: &str) -> FakeNode {
+        FakeNode {
+            system_uuid: Some(system_uuid.to_string()),
+            ..FakeNode::named(name)
+        }
+    }
+}
+
+type Nodes = Arc<Mutex<Vec<FakeNode>>>;
 
 pub struct FakeKubeApi {
     addr: SocketAddr,
@@ -33,9 +61,14 @@ pub struct FakeKubeApi {
 }
 
 impl FakeKubeApi {
-    /// Serves a cluster with these nodes.
+    /// Serves a cluster with these nodes, known by their names only.
     pub async fn start(nodes: &[&str]) -> FakeKubeApi {
-        let nodes: Nodes = Arc::new(Mutex::new(nodes.iter().map(|n| n.to_string()).collect()));
+        FakeKubeApi::start_with(nodes.iter().map(|n| FakeNode::named(n)).collect()).await
+    }
+
+    /// Serves a cluster with these nodes.
+    pub async fn start_with(nodes: Vec<FakeNode>) -> FakeKubeApi {
+        let nodes: Nodes = Arc::new(Mutex::new(nodes));
         let app = Router::new()
             .route("/version", get(version))
             .route("/api", get(api_versions))
@@ -72,9 +105,19 @@ impl FakeKubeApi {
         self.addr
     }
 
-    /// Replaces the node list served from now on.
+    /// Replaces the node list served from now on with nodes known by their names only.
     pub fn set_nodes(&self, nodes: &[&str]) {
-        *self.nodes.lock().unwrap() = nodes.iter().map(|n| n.to_string()).collect();
+        self.set_node_objects(nodes.iter().map(|n| FakeNode::named(n)).collect());
+    }
+
+    /// Replaces the node list served from now on.
+    pub fn set_node_objects(&self, nodes: Vec<FakeNode>) {
+        *self.nodes.lock().unwrap() = nodes;
+    }
+
+    /// The nodes served now.
+    pub fn nodes(&self) -> Vec<FakeNode> {
+        self.nodes.lock().unwrap().clone()
     }
 
     /// Stops listening; kubectl then gets "connection refused".
@@ -161,12 +204,21 @@ async fn node_list(State(nodes): State<Nodes>) -> Json<Value> {
         .lock()
         .unwrap()
         .iter()
-        .map(|name| {
-            json!({
+        .map(|node| {
+            let mut object = json!({
                 "kind": "Node",
                 "apiVersion": "v1",
-                "metadata": {"name": name}
-            })
+                "metadata": {"name": node.name},
+                "spec": {},
+                "status": {}
+            });
+            if let Some(uuid) = &node.system_uuid {
+                object["status"]["nodeInfo"] = json!({"systemUUID": uuid});
+            }
+            if let Some(id) = &node.provider_id {
+                object["spec"]["providerID"] = json!(id);
+            }
+            object
         })
         .collect();
     Json(json!({
