@@ -13,10 +13,13 @@ use crate::error_chain::error_chain;
 use crate::report::{self, exit};
 use crate::time::Timestamp;
 
+/// The version and the git commit the binary was built from (see `build.rs`).
+pub const VERSION: &str = env!("CKS_DRIFT_VERSION");
+
 #[derive(Debug, Parser)]
 #[command(
     name = "cks-drift",
-    version,
+    version = VERSION,
     about = "Reports drift between CloudStack Kubernetes Service VM maps, VMs and Kubernetes nodes"
 )]
 pub struct Cli {
@@ -75,6 +78,13 @@ pub enum Command {
         #[arg(long)]
         connect: bool,
     },
+    /// Write the man pages and the bash, zsh and fish completions into a folder; used when
+    /// the packages are built.
+    #[command(hide = true)]
+    GenerateAssets {
+        /// The folder to write into (created if missing).
+        dir: PathBuf,
+    },
 }
 
 /// Runs the command line and returns the process exit code.
@@ -100,6 +110,17 @@ pub async fn main(cli: Cli) -> i32 {
             config,
             format,
         } => explain(&config, &cluster, format).await,
+        Command::GenerateAssets { dir } => {
+            match crate::assets::write(&dir, <Cli as clap::CommandFactory>::command()) {
+                Ok(files) => {
+                    for f in files {
+                        println!("{}", f.display());
+                    }
+                    0
+                }
+                Err(e) => fail(error_chain(&e)),
+            }
+        }
     }
 }
 
@@ -190,7 +211,10 @@ async fn check(path: &std::path::Path, format: Format, no_notify: bool) -> i32 {
         Err(e) => return fail(crate::diagnose::cycle(e, &config.cloudstack.url)),
     };
     let text = match format {
-        Format::Text => report::to_text(report, tick.new.as_ref()),
+        Format::Text => {
+            let sent = (!no_notify).then_some(&tick.delivered);
+            report::to_text(report, tick.new.as_ref()) + "\n" + &report::sent_text(sent)
+        }
         Format::Json => report::to_json(report, tick.new.as_ref()),
     };
     print!("{text}");

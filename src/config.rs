@@ -500,18 +500,102 @@ const MINUTE: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3600);
 const DAY: Duration = Duration::from_secs(86_400);
 
-/// A duration as people write it in the config: `0s`, `90s`, `5m`, `1h`, `7d`.
+/// Keys that do not exist on purpose, and why: what people look for and where it comes from.
+const NOT_KEYS: &[(&str, &str)] = &[
+    (
+        "ssh.port",
+        "there is no port to set: each cluster's port follows CKS, 22 on Shared or ROUTED \
+         networks with one control node, else 2222 (the port forwarding rule CKS creates to \
+         the first control node)",
+    ),
+    (
+        "ssh.host",
+        "there is no host to set: each cluster's control node is reached at the address of \
+         its endpoint",
+    ),
+    (
+        "ssh.passphrase",
+        "passphrases are not supported; give an unencrypted key (ssh-keygen -p -N '' -f \
+         <copy of the key>)",
+    ),
+    (
+        "database.port",
+        "the port is part of database.url, e.g. \"mysql://cksdrift@db.example.com:3306/cloud\"",
+    ),
+    (
+        "database.password",
+        "a password is never written in the config; put it in database.password_file or \
+         CKS_DRIFT_DB_PASSWORD",
+    ),
+];
+
+/// The problem of an unknown key: the reason where it does not exist on purpose, else the
+/// nearest known key in any table ("did you mean"), then the keys its table takes.
+fn unknown_key(table: &str, key: &str) -> String {
+    let full = format!("{table}.{key}");
+    let takes = KNOWN_KEYS
+        .iter()
+        .find(|(t, _)| *t == table)
+        .map(|(_, keys)| format!("[{table}] takes {}", keys.join(", ")))
+        .unwrap_or_default();
+    if let Some((_, why)) = NOT_KEYS.iter().find(|(k, _)| *k == full) {
+        return format!("is not a key: {why}; {takes}");
+    }
+    // The same name in another table first (a key put in the wrong table), then the closest
+    // spelling anywhere.
+    let everywhere = KNOWN_KEYS
+        .iter()
+        .flat_map(|(t, keys)| keys.iter().map(move |k| (*t, *k)));
+    let best = everywhere
+        .map(|(t, k)| {
+            let score = if k == key {
+                1.0
+            } else {
+                strsim::jaro_winkler(key, k) - if t == table { 0.0 } else { 0.05 }
+            };
+            (score, t, k)
+        })
+        .filter(|(score, ..)| *score >= 0.85)
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    match best {
+        Some((_, t, k)) => format!("is not a known key; did you mean {t}.{k}? {takes}"),
+        None => format!("is not a known key; {takes}"),
+    }
+}
+
+/// A duration as people write it in the config: `0s`, `1m30s`, `5m`, `1h30m`, `7d`, `250ms`
+/// (whole milliseconds below a second, or when a second is not whole).
 pub fn human_duration(d: Duration) -> String {
-    let secs = d.as_secs();
+    let mut secs = d.as_secs();
     if d.subsec_nanos() != 0 {
         return format!("{}ms", d.as_millis());
     }
-    for (unit, size) in [("d", 86_400), ("h", 3600), ("m", 60)] {
-        if secs >= size && secs.is_multiple_of(size) {
-            return format!("{}{unit}", secs / size);
+    if secs == 0 {
+        return "0s".into();
+    }
+    let mut out = String::new();
+    for (unit, size) in [("d", 86_400), ("h", 3600), ("m", 60), ("s", 1)] {
+        if secs >= size {
+            out.push_str(&format!("{}{unit}", secs / size));
+            secs %= size;
         }
     }
-    format!("{secs}s")
+    out
+}
+
+/// A measured duration, rounded as people would say it: `340ms`, `1.5s`, `12s`, `5m12s`.
+pub fn human_elapsed(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else if d < MINUTE {
+        let tenths = (d.as_millis() + 50) / 100;
+        match tenths % 10 {
+            0 => format!("{}s", tenths / 10),
+            t => format!("{}.{t}s", tenths / 10),
+        }
+    } else {
+        human_duration(Duration::from_secs(d.as_secs_f64().round() as u64))
+    }
 }
 
 /// Parses a duration with a unit: `500ms`, `30s`, `5m`, `1h`, `1d`, or a sum like `1h30m`.
@@ -628,7 +712,8 @@ impl<'a> Reader<'a> {
         match parse_duration(&text) {
             Ok(d) if d >= min && d <= max => d,
             Ok(d) if d < min => {
-                self.problem(key, format!("is {text:?}; it must be at least {min:?}"));
+                let min_text = human_duration(min);
+                self.problem(key, format!("is {text:?}; it must be at least {min_text}"));
                 parse_duration(default).unwrap_or(min)
             }
             Ok(_) => {
@@ -698,7 +783,13 @@ impl Reader<'_> {
                 Secret::new("")
             }
             Err(e) => {
-                self.problem(key, format!("cannot read {}: {e}", path.display()));
+                let why = match e.kind() {
+                    std::io::ErrorKind::PermissionDenied => {
+                        crate::secret_file::permission_denied(path)
+                    }
+                    _ => e.to_string(),
+                };
+                self.problem(key, format!("cannot read {}: {why}", path.display()));
                 Secret::new("")
             }
         }
@@ -1034,10 +1125,7 @@ impl Config {
                     "no such file; pass the right path with -c, or start from config/cks-drift.toml"
                         .into()
                 }
-                std::io::ErrorKind::PermissionDenied => {
-                    "permission denied; the file must be readable by the user cks-drift runs as"
-                        .into()
-                }
+                std::io::ErrorKind::PermissionDenied => crate::secret_file::permission_denied(path),
                 _ => e.to_string(),
             },
         })?;
@@ -1072,10 +1160,7 @@ impl Config {
                     Some(t) => {
                         for key in t.keys() {
                             if !keys.contains(&key.as_str()) {
-                                let known = keys.join(", ");
-                                let problem =
-                                    format!("is not a known key; [{table}] takes {known}");
-                                r.problem(&format!("{table}.{key}"), problem);
+                                r.problem(&format!("{table}.{key}"), unknown_key(table, key));
                             }
                         }
                     }

@@ -591,9 +591,11 @@ pub async fn run(out: &mut dyn Write) -> Result<(), DemoError> {
     }
     let _ = out.write_all(
         b"\nDone: the drift was reported once, not again while it lasted, and closed when it \
-          was undone.\nAgainst your own cloud: copy config/cks-drift.toml, then\n  \
-          cks-drift validate-config -c cks-drift.toml --connect\n  \
-          cks-drift check -c cks-drift.toml\n",
+          was undone.\nAgainst your own cloud: edit /etc/cks-drift/cks-drift.toml (the package \
+          installs it; from a source tree, copy config/cks-drift.toml there), then\n  \
+          cks-drift validate-config --connect\n  \
+          cks-drift check\n(from a source tree without the package: cargo run --release -- in \
+          place of cks-drift)\n",
     );
     Ok(())
 }

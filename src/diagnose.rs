@@ -148,6 +148,32 @@ fn connect_step(source: &(dyn Error + 'static), url: &str) -> Step {
     }
 }
 
+/// What to do about a refused TLS handshake, by what the TLS library said.
+fn tls_advice(cause: &str, url: &str) -> String {
+    let host = host_of(url);
+    if cause.contains("CaUsedAsEndEntity") {
+        // A plain `openssl req -x509` certificate: rustls refuses a CA certificate as the
+        // server's own even when it is the pinned CA, so ca_file alone cannot help.
+        format!(
+            "the management server presents a CA certificate (CA:TRUE) as its own, which is \
+             refused even when it is given as cloudstack.ca_file; give the server a certificate \
+             signed by a private CA and set cloudstack.ca_file to that CA, or a self-signed \
+             certificate with the CA flag off (basicConstraints CA:FALSE) and a subjectAltName \
+             for {host}; as a last resort, cloudstack.insecure = true skips verification"
+        )
+    } else if cause.contains("not valid for") {
+        format!(
+            "the certificate does not name {host} in its subjectAltName (the common name is not \
+             used); issue one with a subjectAltName for {host}, or use the name it holds in \
+             cloudstack.url"
+        )
+    } else {
+        "if a private CA signed the management server's certificate, set cloudstack.ca_file to \
+         it; if the port speaks plain HTTP, use an http:// URL"
+            .to_string()
+    }
+}
+
 /// Explains a failed API call to the management server at `url`.
 pub fn api(e: &ApiError, url: &str) -> Diagnosis {
     match e {
@@ -202,11 +228,16 @@ fn transport(e: &TransportError, url: &str) -> Diagnosis {
                 ),
                 Step::Tls => Diagnosis::new(
                     Step::Tls,
+                    // rustls words it `Other(OtherError(CaUsedAsEndEntity))`.
                     format!(
-                        "TLS with {} failed: {cause}; if a private CA signed the management \
-                         server's certificate, set cloudstack.ca_file to it; if the port speaks \
-                         plain HTTP, use an http:// URL",
-                        host_port(url)
+                        "TLS with {} failed: {}; {}",
+                        host_port(url),
+                        if cause.contains("CaUsedAsEndEntity") {
+                            "invalid peer certificate: CaUsedAsEndEntity"
+                        } else {
+                            &cause
+                        },
+                        tls_advice(&cause, url)
                     ),
                 ),
                 _ => Diagnosis::new(

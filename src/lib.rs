@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod assemble;
+pub mod assets;
 pub mod cks;
 pub mod cli;
 pub mod cloudstack;
@@ -29,6 +30,7 @@ pub mod naming;
 pub mod notify;
 pub mod remote;
 pub mod report;
+pub mod secret_file;
 pub mod snapshot;
 pub mod state;
 pub mod takeover;

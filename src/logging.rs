@@ -8,16 +8,21 @@ use tracing_subscriber::EnvFilter;
 
 use crate::config::LogFormat;
 
-/// The filter used when neither the config nor `RUST_LOG` says otherwise. russh is chatty at
-/// debug level (it prints known_hosts lines), so it is held at warn.
-pub const DEFAULT_FILTER: &str = "info,russh=warn";
+/// The filter used when neither the config nor `RUST_LOG` says otherwise.
+pub const DEFAULT_FILTER: &str = "info,russh=warn,rustls_platform_verifier=off";
+
+/// What the configured level is held to, whatever it is: russh is chatty at debug level (it
+/// prints known_hosts lines), and rustls-platform-verifier logs each refused certificate as a
+/// raw ERROR line, which the one-line diagnosis of the failed request already says, with
+/// what to do (see `diagnose`). `RUST_LOG` is taken as given.
+const HELD: &str = "russh=warn,rustls_platform_verifier=off";
 
 /// Installs the global subscriber once; later calls do nothing.
 pub fn init(level: &str, format: LogFormat) {
     let filter = std::env::var("RUST_LOG")
         .ok()
         .and_then(|v| EnvFilter::try_new(v).ok())
-        .or_else(|| EnvFilter::try_new(format!("{level},russh=warn")).ok())
+        .or_else(|| EnvFilter::try_new(format!("{level},{HELD}")).ok())
         .unwrap_or_else(|| EnvFilter::new(DEFAULT_FILTER));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::cycle::{ClusterStatus, CycleReport};
 use crate::diff::{Mismatch, MismatchKind, Subject};
+use crate::notify::DeliveryCounts;
 use crate::untrusted::escaped;
 use crate::wording;
 
@@ -168,6 +169,68 @@ pub fn to_text(report: &CycleReport, new: Option<&NewKeys>) -> String {
             );
         }
     }
+    out
+}
+
+/// The text report's last line: what the check sent, by channel, or that nothing was and
+/// why. `delivered` counts per `(channel, outcome)`; `None` when the check did not notify
+/// (`--no-notify`).
+pub fn sent_text(delivered: Option<&DeliveryCounts>) -> String {
+    let Some(counts) = delivered else {
+        return "Sent: nothing (--no-notify).\n".into();
+    };
+    let count = |channel: &'static str, outcome: &'static str| {
+        counts.get(&(channel, outcome)).copied().unwrap_or_default()
+    };
+    let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let mut sent = Vec::new();
+    for (channel, one, many) in [
+        ("event_log", "event log line", "event log lines"),
+        (
+            "alert",
+            "CloudStack alert raised or archived",
+            "CloudStack alerts raised or archived",
+        ),
+        (
+            "annotation",
+            "annotation added or removed",
+            "annotations added or removed",
+        ),
+    ] {
+        let n = count(channel, "delivered");
+        if n > 0 {
+            sent.push(plural(n, one, many));
+        }
+    }
+    let total = |outcome: &'static str| -> u64 {
+        ["event_log", "alert", "annotation"]
+            .iter()
+            .map(|c| count(c, outcome))
+            .sum()
+    };
+    let (failed, refused) = (total("failed"), total("refused"));
+    let mut out = if sent.is_empty() {
+        if failed + refused == 0 {
+            "Sent: nothing (no mismatch is new or resolved).".to_string()
+        } else {
+            "Sent: nothing.".to_string()
+        }
+    } else {
+        format!("Sent: {}.", sent.join(", "))
+    };
+    if failed > 0 {
+        out.push_str(&format!(
+            " Not delivered: {}, queued in the state file for the next run.",
+            plural(failed, "notification", "notifications")
+        ));
+    }
+    if refused > 0 {
+        out.push_str(&format!(
+            " Refused by CloudStack for good: {} (see the ERROR lines).",
+            plural(refused, "notification", "notifications")
+        ));
+    }
+    out.push('\n');
     out
 }
 

@@ -8,7 +8,6 @@
 
 use std::fmt;
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +20,7 @@ use crate::config::{Config, ConfigError, DEFAULT_COMMAND, parse_duration};
 use crate::diagnose;
 use crate::remote::NodeLister;
 use crate::remote::ssh::{SshNodeLister, load_private_key, remote_command};
+use crate::secret_file;
 
 /// Grace periods shorter than this are warned about.
 pub const SHORT_GRACE: Duration = Duration::from_secs(5 * 60);
@@ -354,38 +354,31 @@ pub fn shell_syntax(command: &str) -> Option<String> {
     Some(format!("uses shell syntax ({})", found.join(", ")))
 }
 
-/// `mode & 0o077` as a warning: a file holding a secret that group or others may use.
-pub fn open_to_others(key: &str, path: &Path, mode: u32, what: &str) -> Option<Finding> {
-    (mode & 0o077 != 0).then(|| {
-        Finding::warning(
-            key,
-            format!(
-                "{} {what} and is open to group or others (mode {:04o}); chmod 600 {}",
-                path.display(),
-                mode & 0o7777,
-                path.display()
-            ),
-        )
-    })
+/// A warning when someone the secret-file rule does not allow may read `path` (see
+/// `secret_file`).
+fn readable_by_strangers(
+    key: &str,
+    path: &Path,
+    what: &str,
+    allowed: &secret_file::Allowed,
+) -> Option<Finding> {
+    let access = secret_file::access(path)?;
+    let stranger = secret_file::readers_beyond(&access, allowed)?;
+    Some(Finding::warning(
+        key,
+        secret_file::warning(path, what, access.mode, &stranger, allowed),
+    ))
 }
 
-/// The mode of a regular file (anything else is not a secrets file, and is reported as
-/// unreadable elsewhere).
-fn mode_of(path: &Path) -> Option<u32> {
-    std::fs::metadata(path)
-        .ok()
-        .filter(|m| m.is_file())
-        .map(|m| m.permissions().mode())
-}
-
-/// Files holding secrets that others may read: the key files, the SSH key, and the config
-/// itself when it holds a key inline.
+/// Files holding secrets that the rule does not allow others to read: the key files, the SSH
+/// key (when it is one), and the config itself when it holds a key inline.
 fn permission_warnings(
     raw: &Raw<'_>,
     config_path: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Vec<Finding> {
     let mut out = Vec::new();
+    let allowed = secret_file::allowed();
     let env_set = |name: &str| env(name).is_some_and(|v| !v.trim().is_empty());
     for (key, env_name) in [
         ("cloudstack.api_key", crate::config::ENV_API_KEY),
@@ -395,35 +388,33 @@ fn permission_warnings(
             continue;
         }
         let file_key = format!("{key}_file");
-        if let Some(path) = raw.path(&file_key)
-            && let Some(mode) = mode_of(path)
-        {
-            out.extend(open_to_others(&file_key, path, mode, "holds a secret"));
-        }
-        if raw.str(key).is_some_and(|v| !v.trim().is_empty())
-            && let Some(mode) = mode_of(config_path)
-            && mode & 0o077 != 0
-        {
-            out.push(Finding::warning(
-                key,
-                format!(
-                    "is written in {}, which is open to group or others (mode {:04o}); chmod \
-                     600 {}, or move the key to {file_key}",
-                    config_path.display(),
-                    mode & 0o7777,
-                    config_path.display()
-                ),
+        if let Some(path) = raw.path(&file_key) {
+            out.extend(readable_by_strangers(
+                &file_key,
+                path,
+                "holds a secret",
+                &allowed,
             ));
         }
+        if raw.str(key).is_some_and(|v| !v.trim().is_empty())
+            && let Some(warning) =
+                readable_by_strangers(key, config_path, &format!("holds {key} inline"), &allowed)
+        {
+            out.push(Finding {
+                message: format!("{}, or move the key to {file_key}", warning.message),
+                ..warning
+            });
+        }
     }
+    // A file that is not a usable private key has its error already; its mode is moot.
     if let Some(path) = raw.path("ssh.private_key")
-        && let Some(mode) = mode_of(path)
+        && load_private_key(path).is_ok()
     {
-        out.extend(open_to_others(
+        out.extend(readable_by_strangers(
             "ssh.private_key",
             path,
-            mode,
             "is a private key",
+            &allowed,
         ));
     }
     out

@@ -249,13 +249,23 @@ fn absurd_durations_are_problems_not_crashes() {
 fn durations_print_as_people_write_them() {
     for (d, text) in [
         (Duration::ZERO, "0s"),
-        (Duration::from_secs(90), "90s"),
+        (Duration::from_secs(90), "1m30s"),
         (Duration::from_secs(300), "5m"),
         (Duration::from_secs(3600), "1h"),
+        (Duration::from_secs(5400), "1h30m"),
+        (Duration::from_secs(86_400 + 61), "1d1m1s"),
         (Duration::from_secs(7 * 86_400), "7d"),
         (Duration::from_millis(250), "250ms"),
     ] {
         assert_eq!(human_duration(d), text);
+    }
+    for (d, text) in [
+        (Duration::from_millis(340), "340ms"),
+        (Duration::from_millis(1500), "1.5s"),
+        (Duration::from_millis(11_960), "12s"),
+        (Duration::from_millis(312_400), "5m12s"),
+    ] {
+        assert_eq!(human_elapsed(d), text);
     }
 }
 
@@ -372,7 +382,7 @@ fn database_problems_name_the_key_and_the_fix() {
     assert_eq!(
         p,
         [
-            "database.port: is not a known key; [database] takes url, password_file, tls, ca_file, connect_timeout, query_timeout, lock_interval",
+            "database.port: is not a key: the port is part of database.url, e.g. \"mysql://cksdrift@db.example.com:3306/cloud\"; [database] takes url, password_file, tls, ca_file, connect_timeout, query_timeout, lock_interval",
             "database.url: holds a password; keep it out of the URL (it would show in logs) and put it in database.password_file; e.g. \"mysql://cksdrift@db.example.com:3306/cloud\"",
             "database.password_file: is missing; point it at a file holding the password of the database user, or set CKS_DRIFT_DB_PASSWORD",
             "database.tls: is false while database.ca_file is set; remove one of them",
@@ -432,4 +442,20 @@ fn ignore_rules_know_every_kind() {
         .map(|k| k.as_str())
         .collect();
     assert_eq!(kinds, KIND_NAMES);
+}
+
+#[test]
+fn unknown_keys_get_the_nearest_key_in_any_table_or_why_there_is_none() {
+    let p = problems(&format!(
+        "{MINIMAL}port = 2222\n[check]\nalert_cap = 3\nintervall = \"5m\"\n[notify]\nalerts_cap = 3\n"
+    ));
+    assert_eq!(
+        p,
+        [
+            "check.alert_cap: is not a known key; did you mean notify.alert_cap? [check] takes enabled, interval, initial_delay, grace_period, concurrency, blind_after",
+            "check.intervall: is not a known key; did you mean check.interval? [check] takes enabled, interval, initial_delay, grace_period, concurrency, blind_after",
+            "notify.alerts_cap: is not a known key; did you mean notify.alert_cap? [notify] takes alerts, alert_types, alert_cap, annotations, event_log, storm_clusters",
+            "ssh.port: is not a key: there is no port to set: each cluster's port follows CKS, 22 on Shared or ROUTED networks with one control node, else 2222 (the port forwarding rule CKS creates to the first control node); [ssh] takes private_key, user, known_hosts, host_key_policy, connect_timeout, command_timeout, command",
+        ]
+    );
 }

@@ -19,7 +19,7 @@ use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use super::http::{self, Health, Shared};
 use super::{DISABLED_STATUS, DaemonError, failure_text, status_line};
-use crate::config::Config;
+use crate::config::{Config, human_duration, human_elapsed};
 use crate::database::lock::{Role, Term};
 use crate::engine::{Engine, Store, Tick};
 use crate::error_chain::error_chain;
@@ -145,8 +145,8 @@ where
     notifier.notify(&[NotifyState::Ready, NotifyState::Status(status)]);
     spawn_watchdog(watchdog, notifier.clone(), shutdown.clone());
     info!(
-        interval = ?config.check.interval,
-        initial_delay = ?config.check.initial_delay,
+        interval = %human_duration(config.check.interval),
+        initial_delay = %human_duration(config.check.initial_delay),
         enabled = config.check.enabled,
         "cks-drift is running"
     );
@@ -385,9 +385,9 @@ where
         }
         if self.config.check.enabled && now > self.next_due {
             warn!(
-                took = ?took,
-                interval = ?self.config.check.interval,
-                late = ?now - self.next_due,
+                took = %human_elapsed(took),
+                interval = %human_duration(self.config.check.interval),
+                late = %human_elapsed(now - self.next_due),
                 "the cycle took longer than check.interval; the next one starts late"
             );
         }
@@ -453,7 +453,7 @@ where
         self.config = new;
         info!(
             enabled,
-            interval = ?self.config.check.interval,
+            interval = %human_duration(self.config.check.interval),
             "config reloaded; it applies from the next cycle"
         );
     }

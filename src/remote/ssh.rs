@@ -50,15 +50,16 @@ pub enum KeyError {
         path.display()
     )]
     Missing { path: PathBuf },
-    #[error(
-        "ssh.private_key: cannot read {}; it must be a file the user cks-drift runs as can read",
-        path.display()
-    )]
+    #[error("ssh.private_key: cannot read {}: {why}", path.display())]
+    Denied { path: PathBuf, why: String },
+    #[error("ssh.private_key: cannot read {}", path.display())]
     Unreadable {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
+    #[error("ssh.private_key: {} is a public key; give its private half{}", path.display(), private_half(path))]
+    PublicKey { path: PathBuf },
     #[error(
         "ssh.private_key: {} is not a private key (expected PEM RSA, OpenSSH RSA or OpenSSH ed25519)",
         path.display()
@@ -383,6 +384,11 @@ pub fn load_private_key(path: &Path) -> Result<PrivateKey, KeyError> {
             KeyError::Missing {
                 path: path.to_path_buf(),
             }
+        } else if source.kind() == std::io::ErrorKind::PermissionDenied {
+            KeyError::Denied {
+                path: path.to_path_buf(),
+                why: crate::secret_file::permission_denied(path),
+            }
         } else {
             KeyError::Unreadable {
                 path: path.to_path_buf(),
@@ -391,6 +397,11 @@ pub fn load_private_key(path: &Path) -> Result<PrivateKey, KeyError> {
         }
     })?;
     let text = String::from_utf8_lossy(&bytes);
+    if is_public_key(&text) {
+        return Err(KeyError::PublicKey {
+            path: path.to_path_buf(),
+        });
+    }
     russh::keys::decode_secret_key(&text, None).map_err(|source| {
         // PEM with a DEK-Info other than AES-128-CBC, for one, fails as a parse error.
         let marked_encrypted =
@@ -406,6 +417,30 @@ pub fn load_private_key(path: &Path) -> Result<PrivateKey, KeyError> {
             }
         }
     })
+}
+
+/// A public key in any of the forms `ssh-keygen` writes or reads: the one-line OpenSSH form
+/// (`ssh-rsa AAAA… comment`, what a `.pub` file holds), RFC 4716 or PEM.
+fn is_public_key(text: &str) -> bool {
+    let text = text.trim_start();
+    ["ssh-", "ecdsa-sha2-", "sk-ssh-", "sk-ecdsa-"]
+        .iter()
+        .any(|p| text.starts_with(p))
+        || [
+            "---- BEGIN SSH2 PUBLIC KEY",
+            "-----BEGIN PUBLIC KEY",
+            "-----BEGIN RSA PUBLIC KEY",
+        ]
+        .iter()
+        .any(|p| text.starts_with(p))
+}
+
+/// Where the private half of a `.pub` file usually is.
+fn private_half(path: &Path) -> String {
+    match path.to_str().and_then(|p| p.strip_suffix(".pub")) {
+        Some(private) if !private.is_empty() => format!(", usually {private}"),
+        _ => String::new(),
+    }
 }
 
 struct CommandOutput {

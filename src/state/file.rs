@@ -13,7 +13,7 @@ use crate::time::Timestamp;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
-    #[error("state file {path} is in use by another cks-drift{}; stop it or point state.path elsewhere", holder.map(|p| format!(" (pid {p})")).unwrap_or_default())]
+    #[error("state file {path} is in use by another cks-drift{}; stop it or point state.path elsewhere, or check without notifying (cks-drift check --no-notify neither uses nor locks the state file)", holder.map(|p| format!(" (pid {p})")).unwrap_or_default())]
     Locked { path: PathBuf, holder: Option<u32> },
     #[error("cannot {action} {path}")]
     Io {
@@ -234,7 +234,7 @@ mod tests {
         assert_eq!(
             err.to_string(),
             format!(
-                "state file {} is in use by another cks-drift (pid {}); stop it or point state.path elsewhere",
+                "state file {} is in use by another cks-drift (pid {}); stop it or point state.path elsewhere, or check without notifying (cks-drift check --no-notify neither uses nor locks the state file)",
                 path.display(),
                 std::process::id()
             )

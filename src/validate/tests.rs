@@ -84,23 +84,35 @@ fn shell_syntax_is_named() {
 }
 
 #[test]
-fn only_files_open_to_group_or_others_are_warned_about() {
-    let path = Path::new("/etc/cks-drift/secret_key");
-    assert_eq!(open_to_others("k", path, 0o100600, "holds a secret"), None);
-    assert_eq!(open_to_others("k", path, 0o100400, "holds a secret"), None);
+fn only_files_open_to_strangers_are_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("secret_key");
+    std::fs::write(&path, "SK").unwrap();
+    let allowed = secret_file::allowed();
+    // The file's group is the one this test runs as: 0640 is within the rule.
+    for mode in [0o600, 0o400, 0o640] {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        assert_eq!(
+            readable_by_strangers("k", &path, "holds a secret", &allowed),
+            None,
+            "{mode:o}"
+        );
+    }
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let p = path.display();
     assert_eq!(
-        open_to_others(
+        readable_by_strangers(
             "cloudstack.secret_key_file",
-            path,
-            0o100640,
-            "holds a secret"
+            &path,
+            "holds a secret",
+            &allowed
         )
         .map(|f| f.to_string()),
-        Some(
-            "warning: cloudstack.secret_key_file: /etc/cks-drift/secret_key holds a secret and \
-             is open to group or others (mode 0640); chmod 600 /etc/cks-drift/secret_key"
-                .to_string()
-        )
+        Some(format!(
+            "warning: cloudstack.secret_key_file: {p} holds a secret and others may read it \
+             (mode 0644); {}: chmod o-rwx {p}",
+            secret_file::rule(&allowed)
+        ))
     );
 }
 
@@ -165,6 +177,7 @@ fn inline_secrets_in_a_readable_config_are_warned_about() {
     let (findings, _) = check_text(&text, &config_path, &no_env);
     let c = config_path.display();
     let k = key_file.display();
+    let rule = secret_file::rule(&secret_file::allowed());
     let warnings: Vec<String> = findings
         .iter()
         .filter(|f| f.severity == Severity::Warning)
@@ -174,10 +187,10 @@ fn inline_secrets_in_a_readable_config_are_warned_about() {
         warnings,
         [
             format!(
-                "warning: cloudstack.api_key_file: {k} holds a secret and is open to group or others (mode 0644); chmod 600 {k}"
+                "warning: cloudstack.api_key_file: {k} holds a secret and others may read it (mode 0644); {rule}: chmod o-rwx {k}"
             ),
             format!(
-                "warning: cloudstack.secret_key: is written in {c}, which is open to group or others (mode 0644); chmod 600 {c}, or move the key to cloudstack.secret_key_file"
+                "warning: cloudstack.secret_key: {c} holds cloudstack.secret_key inline and others may read it (mode 0644); {rule}: chmod o-rwx {c}, or move the key to cloudstack.secret_key_file"
             ),
         ]
     );

@@ -423,3 +423,35 @@ async fn tenant_text_cannot_forge_log_lines_or_rewrite_the_terminal() {
         );
     }
 }
+
+#[tokio::test]
+async fn the_text_report_ends_with_what_was_sent() {
+    let (cloud, id) = one_cluster().await;
+    let run = cloud.check(&["--no-notify"]).await;
+    assert!(
+        run.stdout.ends_with("\n\nSent: nothing (--no-notify).\n"),
+        "{}",
+        run.stdout
+    );
+    let worker = cloud.map(&id)[1].clone();
+    cloud
+        .sim()
+        .with_world(|w| w.set_vm_state(&worker, "Destroyed"));
+    let run = cloud.check(&[]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stdout.ends_with(
+            "\n\nSent: 1 event log line, 1 CloudStack alert raised or archived, 1 annotation \
+             added or removed.\n"
+        ),
+        "{}",
+        run.stdout
+    );
+    let run = cloud.check(&[]).await;
+    assert!(
+        run.stdout
+            .ends_with("\n\nSent: nothing (no mismatch is new or resolved).\n"),
+        "{}",
+        run.stdout
+    );
+}

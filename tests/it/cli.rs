@@ -54,6 +54,11 @@ const PLAIN_HTTP_WARNING: &str = "warning: cloudstack.url: is a plain http:// UR
      request within its expiry and forge answers; use https:// (with cloudstack.ca_file for a \
      private CA)";
 
+/// The secret-file rule as `validate-config` states it when run as root.
+const SECRET_FILE_RULE: &str = "a file holding a secret may be readable by the user cks-drift \
+     and the group cks-drift (e.g. 0640 root:cks-drift, or an ACL entry for the user \
+     cks-drift), never by anybody else";
+
 fn lines(text: &str) -> Vec<&str> {
     text.lines().collect()
 }
@@ -284,12 +289,12 @@ alert_types = "10-20"
     assert_eq!(
         lines(&out.stdout),
         [
-            "error: check.concurency: is not a known key; [check] takes enabled, interval, initial_delay, grace_period, concurrency, blind_after".to_string(),
+            "error: check.concurency: is not a known key; did you mean check.concurrency? [check] takes enabled, interval, initial_delay, grace_period, concurrency, blind_after".to_string(),
             "error: cloudstack.url: \"cloud.example.com/client/api\" is not a URL (relative URL without a base); e.g. \"https://cloud.example.com/client/api\"".to_string(),
             "error: cloudstack.timeout: \"30\" has no unit; write e.g. \"30s\" or \"30m\"".to_string(),
             "error: ssh.host_key_policy: is \"yes\"; use \"strict\", \"accept-new\" or \"off\"".to_string(),
             "error: notify.alert_types: \"10-20\" overlaps CloudStack's own alert types (0-33 and those added later); use numbers above 100, e.g. \"3000-3999\"".to_string(),
-            format!("error: ssh.private_key: cannot read {d}; it must be a file the user cks-drift runs as can read: Is a directory (os error 21)"),
+            format!("error: ssh.private_key: cannot read {d}: Is a directory (os error 21)"),
             "warning: cloudstack.insecure: is true: the management server's certificate is not verified, so anything between this host and it can pose as CloudStack; set cloudstack.ca_file to the CA that signed its certificate and remove insecure".to_string(),
             "warning: check.grace_period: is \"1m\", under 5 minutes: VMs of a cluster being created, scaled or upgraded may be reported before the operation ends; use at least \"5m\" (the default is \"15m\")".to_string(),
             format!("config file {c}: 6 errors, 2 warnings; fix the errors and run validate-config again"),
@@ -326,9 +331,9 @@ async fn validate_config_with_only_warnings_exits_0() {
             "warning: check.grace_period: is \"2m\", under 5 minutes: VMs of a cluster being created, scaled or upgraded may be reported before the operation ends; use at least \"5m\" (the default is \"15m\")".to_string(),
             format!("warning: ssh.command: \"kubectl get nodes -o name | sort\" lists node names only (-o name): nodes are then matched to VMs by name, so a node its tenant renamed is not recognised and one named like another VM is not caught; list their system UUIDs and provider IDs too with \"kubectl get nodes {}\" (the default)", cks_drift::remote::kubectl::LIST_ARGUMENTS),
             "warning: ssh.command: \"kubectl get nodes -o name | sort\" uses shell syntax (a pipe or ||); it runs on the node as \"timeout 5s <command>\", so it must be a simple command (a program and its arguments): wrap anything else in sh -c '…' or in a script on the node".to_string(),
-            format!("warning: cloudstack.api_key: is written in {c}, which is open to group or others (mode 0644); chmod 600 {c}, or move the key to cloudstack.api_key_file"),
-            format!("warning: cloudstack.secret_key: is written in {c}, which is open to group or others (mode 0644); chmod 600 {c}, or move the key to cloudstack.secret_key_file"),
-            format!("warning: ssh.private_key: {k} is a private key and is open to group or others (mode 0644); chmod 600 {k}"),
+            format!("warning: cloudstack.api_key: {c} holds cloudstack.api_key inline and others may read it (mode 0644); {SECRET_FILE_RULE}: chmod o-rwx {c}, or move the key to cloudstack.api_key_file"),
+            format!("warning: cloudstack.secret_key: {c} holds cloudstack.secret_key inline and others may read it (mode 0644); {SECRET_FILE_RULE}: chmod o-rwx {c}, or move the key to cloudstack.secret_key_file"),
+            format!("warning: ssh.private_key: {k} is a private key and others may read it (mode 0644); {SECRET_FILE_RULE}: chmod o-rwx {k}"),
             format!("config file {c} is valid, with 8 warnings"),
         ]
     );
@@ -600,7 +605,7 @@ async fn an_unreadable_key_is_one_line_and_exit_2() {
     assert_eq!(
         out.stderr,
         format!(
-            "cks-drift: ssh.private_key: cannot read {}; it must be a file the user cks-drift runs as can read: Is a directory (os error 21)\n",
+            "cks-drift: ssh.private_key: cannot read {}: Is a directory (os error 21)\n",
             key.display()
         )
     );
@@ -665,4 +670,213 @@ fn known_hosts_with_another_key(
     let host = format!("[{}]:2222", sshd.ip());
     std::fs::write(&known_hosts, format!("{host} {}\n", other.join(" "))).unwrap();
     (known_hosts, host)
+}
+
+#[tokio::test]
+async fn a_public_key_as_private_key_gets_one_message_that_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = keygen(&dir.path().join("id_ed25519"), KeyKind::Ed25519);
+    let public = dir.path().join("id_ed25519.pub");
+    // ssh-keygen writes the public half 0644: that is no secret, and no warning.
+    assert_eq!(
+        std::fs::metadata(&public).unwrap().permissions().mode() & 0o777,
+        0o644
+    );
+    let text = config_text(
+        dir.path(),
+        "https://cloud.example.com/client/api",
+        SECRET,
+        &public,
+        "true",
+    );
+    let config = write_config(dir.path(), &text, 0o600);
+    let out = cks_drift(&["validate-config", "-c", config.to_str().unwrap()]).await;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert_eq!(
+        lines(&out.stdout),
+        [
+            format!(
+                "error: ssh.private_key: {} is a public key; give its private half, usually {}",
+                public.display(),
+                key.display()
+            ),
+            format!(
+                "config file {}: 1 error, 0 warnings; fix the errors and run validate-config again",
+                config.display()
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_secret_file_readable_by_another_group_is_warned_about_and_the_services_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = keygen(&dir.path().join("id_ed25519"), KeyKind::Ed25519);
+    let text = config_text(
+        dir.path(),
+        "https://cloud.example.com/client/api",
+        SECRET,
+        &key,
+        "true",
+    )
+    .replace(
+        &format!("secret_key = \"{SECRET}\"\n"),
+        &format!(
+            "secret_key_file = \"{}/secret_key\"\n",
+            dir.path().display()
+        ),
+    )
+    .replace(&format!("api_key = \"{API_KEY}\"\n"), "");
+    let config = write_config(dir.path(), &text, 0o600);
+    let secret = dir.path().join("secret_key");
+    std::fs::write(&secret, SECRET).unwrap();
+    // 0640 with the group the check runs as (root's, here): the rule allows it.
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let env_key = [("CKS_DRIFT_API_KEY", API_KEY)];
+    let run = |env: [(&'static str, &'static str); 1]| {
+        let config = config.clone();
+        tokio::task::spawn_blocking(move || {
+            assert_cmd::Command::cargo_bin("cks-drift")
+                .unwrap()
+                .args(["validate-config", "-c", config.to_str().unwrap()])
+                .envs(env)
+                .output()
+                .unwrap()
+        })
+    };
+    let out = run(env_key).await.unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("config file {} is valid\n", config.display())
+    );
+    // The same mode with a group of strangers: a warning with the rule and the fix.
+    std::os::unix::fs::chown(&secret, None, Some(64123)).unwrap();
+    let out = run(env_key).await.unwrap();
+    let s = secret.display();
+    assert_eq!(
+        lines(&String::from_utf8_lossy(&out.stdout)),
+        [
+            format!(
+                "warning: cloudstack.secret_key_file: {s} holds a secret and the group gid 64123 \
+                 may read it (mode 0640); {SECRET_FILE_RULE}: chgrp cks-drift {s}, or chmod g-rwx \
+                 {s} and give the user cks-drift an ACL entry"
+            ),
+            format!("config file {} is valid, with 1 warning", config.display()),
+        ]
+    );
+}
+
+/// Run as a user who may not read the config: the message names that user, not the
+/// service's, and says what to do.
+#[tokio::test]
+async fn a_file_the_user_may_not_read_names_the_user() {
+    // A folder everyone may enter, with a copy of the binary anyone may run: the build's own
+    // folders may be closed to other users.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let binary = dir.path().join("cks-drift");
+    std::fs::copy(crate::support::cloud::binary(), &binary).unwrap();
+    let key = keygen(&dir.path().join("id_ed25519"), KeyKind::Ed25519);
+    let text = config_text(
+        dir.path(),
+        "https://cloud.example.com/client/api",
+        SECRET,
+        &key,
+        "true",
+    );
+    let config = write_config(dir.path(), &text, 0o600);
+    let out = tokio::task::spawn_blocking({
+        let config = config.clone();
+        move || {
+            std::process::Command::new("setpriv")
+                .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+                .arg(&binary)
+                .args(["check", "--no-notify", "-c", config.to_str().unwrap()])
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let c = config.display();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "cks-drift: cannot read config file {c}: permission denied for the user nobody; run \
+             cks-drift as root or as the user cks-drift (sudo -u cks-drift cks-drift …), or give \
+             nobody read access (setfacl -m u:nobody:r {c})\n"
+        )
+    );
+}
+
+#[tokio::test]
+async fn version_names_the_commit() {
+    let out = cks_drift(&["--version"]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    let expected = match head {
+        Some(commit) => format!(
+            "cks-drift {} (commit {commit})\n",
+            env!("CARGO_PKG_VERSION")
+        ),
+        // A source tarball: the version alone.
+        None => format!("cks-drift {}\n", env!("CARGO_PKG_VERSION")),
+    };
+    assert_eq!(out.stdout, expected);
+}
+
+#[tokio::test]
+async fn generate_assets_writes_man_pages_and_completions_from_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = cks_drift(&["generate-assets", dir.path().to_str().unwrap()]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let d = dir.path().display();
+    assert_eq!(
+        lines(&out.stdout),
+        [
+            format!("{d}/man/cks-drift.1"),
+            format!("{d}/man/cks-drift-check.1"),
+            format!("{d}/man/cks-drift-run.1"),
+            format!("{d}/man/cks-drift-demo.1"),
+            format!("{d}/man/cks-drift-explain.1"),
+            format!("{d}/man/cks-drift-validate-config.1"),
+            format!("{d}/completions/cks-drift.bash"),
+            format!("{d}/completions/_cks-drift"),
+            format!("{d}/completions/cks-drift.fish"),
+        ]
+    );
+    let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+    let man = read("man/cks-drift.1");
+    assert!(man.starts_with(".ie \\n(.g .ds Aq \\(aq"), "{man}");
+    assert!(man.contains(".TH cks-drift 1"), "{man}");
+    for command in ["check", "run", "demo", "explain", "validate\\-config"] {
+        assert!(
+            man.contains(&format!("cks\\-drift\\-{command}(1)")),
+            "{command}: {man}"
+        );
+    }
+    assert!(
+        man.contains(".SH FILES") && man.contains(".SH \"EXIT STATUS\""),
+        "{man}"
+    );
+    assert!(
+        !man.contains("generate"),
+        "the packaging command stays hidden: {man}"
+    );
+    let check = read("man/cks-drift-check.1");
+    assert!(check.contains("\\-\\-no\\-notify"), "{check}");
+    let bash = read("completions/cks-drift.bash");
+    assert!(
+        bash.contains("validate-config") && !bash.contains("generate-assets"),
+        "{bash}"
+    );
+    assert!(read("completions/_cks-drift").starts_with("#compdef cks-drift"));
+    assert!(read("completions/cks-drift.fish").contains("-l no-notify"));
 }

@@ -286,6 +286,14 @@ async fn runs_every_interval_alerts_a_new_drift_once_and_stops_cleanly() {
     let (status, _, body) = daemon.get("/healthz").await;
     assert_eq!(status, 200, "{body}");
     assert!(body.starts_with("ok: "), "{body}");
+    // Durations are logged as people write them.
+    assert!(
+        daemon
+            .log()
+            .contains("cks-drift is running interval=1s initial_delay=0s enabled=true\n"),
+        "{}",
+        daemon.log()
+    );
 
     daemon
         .wait_until("two cycles", || async { daemon.ok_cycles().await >= 2.0 })
@@ -664,7 +672,7 @@ fn the_systemd_unit_passes_systemd_analyze_verify() {
     .unwrap();
     for line in [
         "Type=notify",
-        "ExecStart=/usr/local/bin/cks-drift run -c /etc/cks-drift/cks-drift.toml",
+        "ExecStart=/usr/bin/cks-drift run -c /etc/cks-drift/cks-drift.toml",
         "ExecReload=/bin/kill -HUP $MAINPID",
         "Restart=on-failure",
         "User=cks-drift",
@@ -696,7 +704,7 @@ fn the_systemd_unit_passes_systemd_analyze_verify() {
         (out.status.success(), said)
     };
     let local = unit.replace(
-        "ExecStart=/usr/local/bin/cks-drift ",
+        "ExecStart=/usr/bin/cks-drift ",
         &format!("ExecStart={} ", binary().display()),
     );
     let (ok, said) = verify(&local);

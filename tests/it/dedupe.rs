@@ -713,12 +713,15 @@ async fn a_second_instance_is_refused() {
     assert_eq!(
         run.stderr.trim_end(),
         format!(
-            "cks-drift: state file {} is in use by another cks-drift (pid {}); stop it or point state.path elsewhere",
+            "cks-drift: state file {} is in use by another cks-drift (pid {}); stop it or point state.path elsewhere, or check without notifying (cks-drift check --no-notify neither uses nor locks the state file)",
             cloud.state_path().display(),
             std::process::id()
         )
     );
     assert_eq!(cloud.sim().calls().len(), 0, "nothing ran before the lock");
+    // What the message offers works while the lock is held.
+    let run: Run = cloud.check(&["--no-notify"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
 }
 
 #[tokio::test]

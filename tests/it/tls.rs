@@ -2,6 +2,7 @@
 //! with a private CA: verified by default, trusted through `cloudstack.ca_file`, skipped only
 //! with `insecure`.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -10,7 +11,8 @@ use cks_drift::cloudstack::client::Client;
 use cks_drift::cloudstack::error::ApiError;
 use cks_drift::config::{CloudStackSettings, Secret};
 
-use crate::support::sshd::free_port;
+use crate::support::cloud::binary;
+use crate::support::sshd::{KeyKind, free_port, keygen};
 
 fn openssl(dir: &Path, args: &[&str]) {
     let out = Command::new("openssl")
@@ -187,5 +189,84 @@ async fn tls_is_verified_and_a_private_ca_can_be_trusted() {
         matches!(err, ApiError::Decode { .. } | ApiError::Http { .. }),
         "{}",
         chain(&err)
+    );
+}
+
+/// A self-signed certificate with the CA flag on, as a plain `openssl req -x509` makes it,
+/// pinned as `ca_file`: refused all the same, and `check` says in one line what to do instead,
+/// without the TLS library's own ERROR lines.
+#[tokio::test]
+async fn a_self_signed_ca_certificate_says_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    openssl(
+        dir.path(),
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "leaf.key",
+            "-out",
+            "leaf.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+    );
+    let server = serve(dir.path());
+    let d = dir.path().display();
+    let key = keygen(&dir.path().join("id_ed25519"), KeyKind::Ed25519);
+    let config = dir.path().join("cks-drift.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[cloudstack]\nurl = \"https://127.0.0.1:{port}/client/api\"\napi_key = \"k\"\n\
+             secret_key = \"s\"\nca_file = \"{d}/leaf.pem\"\ntimeout = \"5s\"\n\
+             [ssh]\nprivate_key = \"{key}\"\nknown_hosts = \"{d}/known_hosts\"\n\
+             [state]\npath = \"{d}/state.json\"\n",
+            port = server.port,
+            key = key.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(binary())
+            .args(["check", "-c", config.to_str().unwrap(), "--no-notify"])
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+    // The listings run at once: whichever fails first is named.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (listing, said) = stderr
+        .strip_prefix("cks-drift: cannot list ")
+        .and_then(|rest| rest.split_once(": "))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(
+        ["Kubernetes clusters", "virtual machines", "networks"].contains(&listing),
+        "{stderr}"
+    );
+    assert_eq!(
+        said,
+        format!(
+            "TLS with 127.0.0.1:{} failed: invalid \
+             peer certificate: CaUsedAsEndEntity; the management server presents a CA \
+             certificate (CA:TRUE) as its own, which is refused even when it is given as \
+             cloudstack.ca_file; give the server a certificate signed by a private CA and set \
+             cloudstack.ca_file to that CA, or a self-signed certificate with the CA flag off \
+             (basicConstraints CA:FALSE) and a subjectAltName for 127.0.0.1; as a last resort, \
+             cloudstack.insecure = true skips verification (TLS)\n",
+            server.port
+        )
     );
 }
