@@ -23,6 +23,8 @@ fn observed(findings: usize) -> Vec<Observed> {
             .collect(),
         mapped: vec![],
         expected_vms: 3,
+        owner: None,
+        ignored: Default::default(),
     }]
 }
 
@@ -42,6 +44,7 @@ fn main() {
         alert_cap: 5,
         blind_after: cks_drift::config::DEFAULT_BLIND_AFTER,
         storm: cks_drift::config::StormThreshold::Off,
+        alertmanager: false,
     };
     println!("| findings | report step | resolve step | notifications queued |");
     println!("| ---: | ---: | ---: | ---: |");

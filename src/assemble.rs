@@ -43,6 +43,8 @@ pub struct Assembled {
     pub id: String,
     pub name: String,
     pub zone_id: Option<String>,
+    /// Who owns it: the project's name, or the account's.
+    pub owner: Option<String>,
     /// The mapped VM ids (and names) as the API showed them.
     pub mapped: Vec<(String, String)>,
     /// `controlnodes + size + etcdnodes`.
@@ -202,6 +204,7 @@ pub fn assemble(inventory: Inventory) -> Vec<Assembled> {
             id: c.id.clone(),
             name: c.name.clone(),
             zone_id: c.zoneid.clone(),
+            owner: c.project.clone().or_else(|| c.account.clone()),
             mapped: c
                 .virtualmachines
                 .iter()

@@ -65,6 +65,8 @@ pub struct ClusterOutcome {
     pub id: String,
     pub name: String,
     pub zone_id: Option<String>,
+    /// Who owns it: the project's name, or the account's.
+    pub owner: Option<String>,
     pub status: ClusterStatus,
     pub skip: Option<SkipKind>,
     /// Why it was skipped or only partly checked.
@@ -72,6 +74,8 @@ pub struct ClusterOutcome {
     /// Short label of the node-listing failure, for metrics (`connect`, `auth`, ...).
     pub node_failure: Option<&'static str>,
     pub mismatches: Vec<Mismatch>,
+    /// Open findings an `[[ignore]]` rule matches, by key: the rule's reason.
+    pub ignored: std::collections::BTreeMap<String, String>,
     /// The mapped VM ids (and names) as the API showed them, for the next cycle's probe.
     pub mapped: Vec<(String, String)>,
     /// `controlnodes + size + etcdnodes`.
@@ -142,11 +146,13 @@ fn outcome(a: crate::assemble::Assembled, policy: &Policy, now: Timestamp) -> Cl
         id: a.id,
         name: a.name,
         zone_id: a.zone_id,
+        owner: a.owner,
         status: ClusterStatus::Skipped,
         skip: None,
         reason: None,
         node_failure: None,
         mismatches: vec![],
+        ignored: Default::default(),
         mapped: a.mapped,
         expected_vms: a.expected_vms,
     };

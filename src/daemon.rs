@@ -223,6 +223,8 @@ mod tests {
             id: "c".into(),
             name: "c".into(),
             zone_id: None,
+            owner: None,
+            ignored: Default::default(),
             status: ClusterStatus::Checked,
             skip: None,
             reason: None,
@@ -257,6 +259,7 @@ mod tests {
             state_error: None,
             blind: Vec::new(),
             storm: None,
+            ignored: Default::default(),
         };
         assert_eq!(
             status_line(&tick, Timestamp::parse("2026-11-30T10:05:00Z").unwrap()),
@@ -280,6 +283,7 @@ mod tests {
             state_error: None,
             blind: Vec::new(),
             storm: None,
+            ignored: Default::default(),
         };
         let line = status_line(&tick, Timestamp::parse("2026-11-30T10:10:00Z").unwrap());
         assert_eq!(

@@ -386,11 +386,15 @@ fn engine(scenario: &Scenario, dir: &Path, now: Timestamp) -> Result<Engine, Dem
             alert_cap: 5,
             blind_after: crate::config::DEFAULT_BLIND_AFTER,
             storm: crate::config::DEFAULT_STORM_CLUSTERS,
+            alertmanager: false,
         },
         delivery: DeliverySettings {
             event_log: dir.join("events.jsonl"),
             alert_types: 3000..=3999,
+            alertmanager: None,
         },
+        ignore: Vec::new(),
+        alertmanager_active_for: std::time::Duration::from_secs(750),
         store: Some(Store {
             file,
             state,

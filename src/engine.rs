@@ -12,6 +12,7 @@ use crate::cycle::{ClusterStatus, CycleError, CycleReport, CycleSettings, run_cy
 use crate::database::lock::{Lock, Role};
 use crate::diff::{MismatchKind, Policy};
 use crate::error_chain::error_chain;
+use crate::notify::alertmanager::{Alertmanager, active_for, firing};
 use crate::notify::{DeliveryCounts, DeliverySettings, deliver};
 use crate::remote::NodeLister;
 use crate::remote::ssh::SshNodeLister;
@@ -56,6 +57,10 @@ pub struct Engine {
     pub cycle: CycleSettings,
     pub step: StepSettings,
     pub delivery: DeliverySettings,
+    /// `[[ignore]]`: findings they match are reported, not alerted.
+    pub ignore: Vec<crate::config::IgnoreRule>,
+    /// How long a posted Alertmanager alert stays active (see `alertmanager::active_for`).
+    pub alertmanager_active_for: std::time::Duration,
     /// `None` for a check that sends nothing and keeps no state.
     pub store: Option<Store>,
     /// With a database: the lock that makes this instance the active one. Ticks run and
@@ -84,6 +89,8 @@ pub struct Tick {
     pub blind: Vec<(String, String, Timestamp)>,
     /// The storm under way after the tick: since when, and the findings it holds.
     pub storm: Option<(Timestamp, usize)>,
+    /// Open findings an `[[ignore]]` rule matches, by (rule number, reason).
+    pub ignored: std::collections::BTreeMap<(usize, String), u64>,
 }
 
 impl Engine {
@@ -125,11 +132,20 @@ impl Engine {
                 alert_cap: config.notify.alert_cap,
                 blind_after: config.check.blind_after,
                 storm: config.notify.storm_clusters,
+                alertmanager: config.alertmanager.is_some(),
             },
             delivery: DeliverySettings {
                 event_log: config.notify.event_log.clone(),
                 alert_types: config.notify.alert_types.clone(),
+                alertmanager: match &config.alertmanager {
+                    None => None,
+                    Some(am) => Some(Arc::new(
+                        Alertmanager::new(am).map_err(|e| error_chain(&e))?,
+                    )),
+                },
             },
+            ignore: config.ignore.clone(),
+            alertmanager_active_for: active_for(config.check.interval),
             store,
             lock: None,
             term_seen: 0,
@@ -145,6 +161,7 @@ impl Engine {
             state_error: None,
             blind: Vec::new(),
             storm: None,
+            ignored: Default::default(),
         };
         if let Some(lock) = &self.lock {
             let pending = self.store.as_ref().map_or(0, |s| s.state.outbox.len());
@@ -176,6 +193,7 @@ impl Engine {
                 state_error: None,
                 blind: Vec::new(),
                 storm: None,
+                ignored: Default::default(),
             };
         };
         // A cycle during which the lock was lost decides nothing: the instance that holds
@@ -193,6 +211,7 @@ impl Engine {
             state_error: None,
             blind: Vec::new(),
             storm: None,
+            ignored: Default::default(),
         };
         if tick.report.is_ok() && store.recover {
             match crate::takeover::recover(&self.api, &mut store.state, now).await {
@@ -205,14 +224,22 @@ impl Engine {
             }
         }
         if let Ok(report) = tick.report.as_mut() {
-            let observed = observe(report);
+            let observed = observe(report, &self.ignore, now);
             let outcome = step(&mut store.state, &observed, &self.step, now);
-            // With a state, the report lists every open finding, kept ones included.
+            // With a state, the report lists every open finding, kept ones included, and
+            // those an `[[ignore]]` rule matches with its reason.
             for c in &mut report.clusters {
                 c.mismatches = outcome.open.get(&c.id).cloned().unwrap_or_default();
+                c.ignored = ignored_of(&store.state, &c.id);
             }
             tick.new = Some(outcome.new);
             log_storm(outcome.storm.as_ref());
+            log_ignore_changes(
+                &self.ignore,
+                &outcome.unignored,
+                &outcome.newly_ignored,
+                now,
+            );
         }
         tick.blind = blind_clusters(&store.state);
         tick.storm = store
@@ -220,6 +247,19 @@ impl Engine {
             .storm
             .as_ref()
             .map(|s| (s.since, held(&store.state)));
+        for r in store
+            .state
+            .clusters
+            .values()
+            .flat_map(|c| c.vms.values().chain(c.nodes.values()))
+        {
+            if let Some(rule) = &r.ignored {
+                *tick
+                    .ignored
+                    .entry((rule.rule, rule.reason.clone()))
+                    .or_default() += 1;
+            }
+        }
         // The state is written before anything is sent, also when the cycle failed and only
         // earlier notifications are queued: a crash after this point repeats deliveries
         // (recognised by their markers), it never forgets them; and while the state cannot be
@@ -246,18 +286,86 @@ impl Engine {
             error!(error = %error_chain(&e), "cannot write the state file after a delivery; nothing more is sent this cycle");
             tick.state_error = Some(e);
         }
+        // Every open finding goes to Alertmanager again, also after a failed cycle: an alert
+        // must not lapse because the API was down for a cycle.
+        if let Some(am) = &self.delivery.alertmanager {
+            let alerts = firing(&store.state, now.plus(self.alertmanager_active_for));
+            let outcome = match am.post(&alerts).await {
+                Ok(()) => "delivered",
+                Err(e) => {
+                    warn!(error = %error_chain(&e), alerts = alerts.len(), "the open findings were not sent to Alertmanager; they are sent again next cycle");
+                    "failed"
+                }
+            };
+            if !alerts.is_empty() {
+                *tick.delivered.entry(("alertmanager", outcome)).or_default() +=
+                    alerts.len() as u64;
+            }
+        }
         tick.pending = store.state.outbox.len();
         tick
     }
 }
 
+/// One WARN per finding an `[[ignore]]` rule stopped matching, naming whether the rule
+/// expired; one INFO per finding a rule matches from now on.
+fn log_ignore_changes(
+    rules: &[crate::config::IgnoreRule],
+    unignored: &[(String, String, crate::ignore::Ignored)],
+    newly: &[(String, String, crate::ignore::Ignored)],
+    now: Timestamp,
+) {
+    for (cluster_id, key, was) in unignored {
+        let rule = rules.iter().find(|r| r.number == was.rule);
+        let why = match rule.and_then(|r| r.expires) {
+            Some(t) if t <= now => format!("expired at {t}"),
+            _ => "no longer matches it (changed or removed)".to_string(),
+        };
+        warn!(cluster_id = %cluster_id, key = %key, rule = was.rule, reason = %was.reason, "[[ignore]] rule {} {why}; the finding is alerted now", was.rule);
+    }
+    for (cluster_id, key, rule) in newly {
+        info!(cluster_id = %cluster_id, key = %key, rule = rule.rule, reason = %rule.reason, "[[ignore]] rule {} matches this finding from now on; its alert and annotation are taken back", rule.rule);
+    }
+}
+
+/// The open findings of a cluster that an `[[ignore]]` rule matches: key, the rule's reason.
+fn ignored_of(state: &State, cluster_id: &str) -> std::collections::BTreeMap<String, String> {
+    state
+        .clusters
+        .get(cluster_id)
+        .into_iter()
+        .flat_map(|c| c.vms.iter().chain(&c.nodes))
+        .filter_map(|(k, r)| {
+            let rule = r.ignored.as_ref()?;
+            Some((k.clone(), format!("rule {}: {}", rule.rule, rule.reason)))
+        })
+        .collect()
+}
+
 /// What the dedupe step needs of a cycle's report. The findings move over: the report gets
 /// every open one back from the step.
-pub fn observe(report: &mut CycleReport) -> Vec<Observed> {
+/// `rules` mark the findings they match at `now`.
+pub fn observe(
+    report: &mut CycleReport,
+    rules: &[crate::config::IgnoreRule],
+    now: Timestamp,
+) -> Vec<Observed> {
     report
         .clusters
         .iter_mut()
         .map(|c| Observed {
+            owner: c.owner.clone(),
+            ignored: c
+                .mismatches
+                .iter()
+                .filter_map(|m| {
+                    let rule = crate::ignore::first_match(rules, &c.id, &c.name, m, now)?;
+                    Some((
+                        crate::state::side_key(&m.key()),
+                        crate::ignore::Ignored::of(rule),
+                    ))
+                })
+                .collect(),
             id: c.id.clone(),
             name: c.name.clone(),
             zone_id: c.zone_id.clone(),

@@ -64,7 +64,7 @@ const SSH_REASONS: [&str; 7] = [
 ];
 
 /// Delivery channels and outcomes, as `notify::deliver` counts them.
-const CHANNELS: [&str; 3] = ["alert", "annotation", "event_log"];
+const CHANNELS: [&str; 4] = ["alert", "alertmanager", "annotation", "event_log"];
 const DELIVERY_OUTCOMES: [&str; 3] = ["delivered", "failed", "refused"];
 
 /// The labelled families, behind one lock.
@@ -80,6 +80,8 @@ struct Families {
     blind: Vec<(String, String, i64)>,
     /// The findings a storm under way holds (none without one).
     storm: Option<usize>,
+    /// Open findings an `[[ignore]]` rule matches, by (rule number, reason).
+    ignored: BTreeMap<(usize, String), u64>,
 }
 
 /// Where a cycle read the map rows the API hides: the label of `cks_drift_map_reads_total`.
@@ -149,6 +151,7 @@ impl Metrics {
             map_reads: MAP_SOURCES.iter().map(|&s| (s, 0)).collect(),
             blind: Vec::new(),
             storm: None,
+            ignored: BTreeMap::new(),
         };
         Metrics {
             check_enabled: AtomicBool::new(check_enabled),
@@ -210,6 +213,7 @@ impl Metrics {
             .map(|(id, name, since)| (id.clone(), name.clone(), since.unix()))
             .collect();
         f.storm = tick.storm.map(|(_, held)| held);
+        f.ignored = tick.ignored.clone();
         f.clusters = CLUSTER_STATUSES
             .map(|s| report.clusters.iter().filter(|c| c.status == s).count() as u64);
         for count in f.open_mismatches.values_mut() {
@@ -431,6 +435,21 @@ impl Metrics {
             &[],
             f.storm.unwrap_or(0) as u64,
         );
+
+        header(
+            &mut out,
+            "cks_drift_ignored_findings",
+            "gauge",
+            "Open findings an [[ignore]] rule matches (reported, not alerted), by rule number and reason.",
+        );
+        for ((rule, reason), n) in &f.ignored {
+            sample(
+                &mut out,
+                "cks_drift_ignored_findings",
+                &[("rule", &rule.to_string()), ("reason", reason)],
+                n,
+            );
+        }
 
         header(
             &mut out,

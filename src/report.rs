@@ -52,6 +52,9 @@ struct JsonMismatch<'a> {
     reason: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     new: Option<bool>,
+    /// The `[[ignore]]` rule that matches it (`rule <n>: <reason>`): reported, not alerted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ignored: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -102,6 +105,7 @@ pub fn to_json(report: &CycleReport, new: Option<&NewKeys>) -> String {
                 named_vm_name: m.named_vm().and_then(|v| v.name.as_deref()),
                 reason: wording::reason(&c.name, m),
                 new: new.map(|n| n.contains(&(c.id.clone(), m.key()))),
+                ignored: c.ignored.get(&m.key().to_string()).map(String::as_str),
             })
         })
         .collect();
@@ -167,6 +171,14 @@ pub fn to_text(report: &CycleReport, new: Option<&NewKeys>) -> String {
                 " ".repeat(marker.len()),
                 escaped(&wording::reason(&c.name, m))
             );
+            if let Some(rule) = c.ignored.get(&m.key().to_string()) {
+                let _ = writeln!(
+                    out,
+                    "  {}    ignored by [[ignore]] {}",
+                    " ".repeat(marker.len()),
+                    escaped(rule)
+                );
+            }
         }
     }
     out

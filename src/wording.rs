@@ -325,6 +325,78 @@ pub fn cause(m: &Mismatch) -> String {
 /// about no one cluster, and no cluster id (a UUID) can be this word.
 pub const STORM_SCOPE: &str = "cloud";
 
+/// The `alertname` of every Alertmanager alert.
+pub const ALERTMANAGER_ALERTNAME: &str = "KubernetesClusterVmMapDrift";
+
+/// Longest label or annotation value sent to Alertmanager (tenant text is bounded).
+const ALERTMANAGER_VALUE_MAX: usize = 1024;
+
+/// The identifying labels of a finding's Alertmanager alert: stable while the finding is
+/// open (its fingerprint), so routes, groups and silences can match them.
+pub fn alertmanager_labels(
+    cluster_id: &str,
+    cluster: &str,
+    zone_id: Option<&str>,
+    owner: Option<&str>,
+    m: &Mismatch,
+) -> std::collections::BTreeMap<String, String> {
+    let value = |s: &str| crate::untrusted::shown(s, ALERTMANAGER_VALUE_MAX);
+    let mut labels = std::collections::BTreeMap::new();
+    labels.insert("alertname".to_string(), ALERTMANAGER_ALERTNAME.to_string());
+    labels.insert("cluster".to_string(), value(cluster));
+    labels.insert("cluster_id".to_string(), value(cluster_id));
+    labels.insert("kind".to_string(), m.kind.as_str().to_string());
+    labels.insert("key".to_string(), value(&m.key().to_string()));
+    if let Some(vm) = m.vm() {
+        labels.insert("vm_id".to_string(), value(&vm.id));
+        if let Some(name) = &vm.name {
+            labels.insert("vm".to_string(), value(name));
+        }
+    }
+    if let Subject::Node(node) | Subject::Conflict { node, .. } = &m.subject {
+        labels.insert("node".to_string(), value(node));
+    }
+    if let Some(zone) = zone_id {
+        labels.insert("zone".to_string(), value(zone));
+    }
+    if let Some(owner) = owner {
+        labels.insert("owner".to_string(), value(owner));
+    }
+    labels
+}
+
+/// The annotations of a finding's Alertmanager alert, for people.
+pub fn alertmanager_annotations(
+    cluster: &str,
+    m: &Mismatch,
+) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    out.insert(
+        "summary".to_string(),
+        crate::untrusted::shown(
+            &format!(
+                "{} in Kubernetes cluster {cluster}: {}",
+                m.kind.as_str(),
+                subject(m)
+            ),
+            ALERTMANAGER_VALUE_MAX,
+        ),
+    );
+    out.insert(
+        "description".to_string(),
+        crate::untrusted::shown(
+            &format!(
+                "{}. Nothing was changed. {}",
+                reason(cluster, m),
+                hint(m.kind)
+            ),
+            ALERTMANAGER_VALUE_MAX * 2,
+        ),
+    );
+    out.insert("reason".to_string(), cause(m));
+    out
+}
+
 /// How many causes the storm alert names.
 const STORM_CAUSES: usize = 3;
 

@@ -101,6 +101,8 @@ fn cluster(
         id: id.into(),
         name: id.into(),
         zone_id: None,
+        owner: None,
+        ignored: Default::default(),
         status,
         skip: None,
         reason: None,
@@ -124,6 +126,7 @@ fn tick(
         state_error: None,
         blind: Vec::new(),
         storm: None,
+        ignored: Default::default(),
     }
 }
 
@@ -150,7 +153,7 @@ fn at(secs: f64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs_f64(secs)
 }
 
-const HEADERS: [(&str, &str); 15] = [
+const HEADERS: [(&str, &str); 16] = [
     ("cks_drift_check_enabled", "gauge"),
     ("cks_drift_role", "gauge"),
     ("cks_drift_map_reads_total", "counter"),
@@ -165,6 +168,7 @@ const HEADERS: [(&str, &str); 15] = [
     ("cks_drift_blind_seconds", "gauge"),
     ("cks_drift_storm", "gauge"),
     ("cks_drift_storm_held_findings", "gauge"),
+    ("cks_drift_ignored_findings", "gauge"),
     ("cks_drift_notifications_pending", "gauge"),
 ];
 
@@ -209,6 +213,9 @@ fn a_fresh_daemon_shows_every_family_with_zeroes() {
             "cks_drift_notifications_total{channel=\"alert\",outcome=\"delivered\"} 0",
             "cks_drift_notifications_total{channel=\"alert\",outcome=\"failed\"} 0",
             "cks_drift_notifications_total{channel=\"alert\",outcome=\"refused\"} 0",
+            "cks_drift_notifications_total{channel=\"alertmanager\",outcome=\"delivered\"} 0",
+            "cks_drift_notifications_total{channel=\"alertmanager\",outcome=\"failed\"} 0",
+            "cks_drift_notifications_total{channel=\"alertmanager\",outcome=\"refused\"} 0",
             "cks_drift_notifications_total{channel=\"annotation\",outcome=\"delivered\"} 0",
             "cks_drift_notifications_total{channel=\"annotation\",outcome=\"failed\"} 0",
             "cks_drift_notifications_total{channel=\"annotation\",outcome=\"refused\"} 0",
@@ -287,6 +294,7 @@ async fn a_tick_shows_its_figures() {
     );
     let mut t = t;
     t.storm = Some((Timestamp::from_unix(1_767_225_000), 7));
+    t.ignored = [((2, "kept for forensics".to_string()), 3)].into();
     metrics.record_tick(&t, Duration::from_millis(1500), at(1_767_225_601.25));
     let text = metrics.render();
     assert_eq!(
@@ -324,6 +332,9 @@ async fn a_tick_shows_its_figures() {
             "cks_drift_notifications_total{channel=\"alert\",outcome=\"delivered\"} 2",
             "cks_drift_notifications_total{channel=\"alert\",outcome=\"failed\"} 0",
             "cks_drift_notifications_total{channel=\"alert\",outcome=\"refused\"} 0",
+            "cks_drift_notifications_total{channel=\"alertmanager\",outcome=\"delivered\"} 0",
+            "cks_drift_notifications_total{channel=\"alertmanager\",outcome=\"failed\"} 0",
+            "cks_drift_notifications_total{channel=\"alertmanager\",outcome=\"refused\"} 0",
             "cks_drift_notifications_total{channel=\"annotation\",outcome=\"delivered\"} 0",
             "cks_drift_notifications_total{channel=\"annotation\",outcome=\"failed\"} 1",
             "cks_drift_notifications_total{channel=\"annotation\",outcome=\"refused\"} 0",
@@ -332,6 +343,7 @@ async fn a_tick_shows_its_figures() {
             "cks_drift_notifications_total{channel=\"event_log\",outcome=\"refused\"} 0",
             "cks_drift_storm 1",
             "cks_drift_storm_held_findings 7",
+            "cks_drift_ignored_findings{rule=\"2\",reason=\"kept for forensics\"} 3",
             "cks_drift_notifications_pending 1",
         ]
     );

@@ -7,6 +7,7 @@
 //! find what CloudStack already stored after a crash, so nothing is sent twice. A refusal
 //! that cannot change (error 431) ends the item visibly and holds nothing else back.
 
+pub mod alertmanager;
 pub mod alerts;
 pub mod event_log;
 
@@ -28,6 +29,8 @@ use crate::wording::{alert_marker, annotation_marker, marked_key, marker_key, re
 pub struct DeliverySettings {
     pub event_log: PathBuf,
     pub alert_types: std::ops::RangeInclusive<u32>,
+    /// With `[alertmanager]`: where findings are also alerts.
+    pub alertmanager: Option<std::sync::Arc<alertmanager::Alertmanager>>,
 }
 
 /// Notifications delivered between two writes of the state.
@@ -52,12 +55,18 @@ pub enum DeliveryError {
     EventLog(#[from] event_log::EventLogError),
     #[error("{0}")]
     Alert(String),
+    #[error(transparent)]
+    Alertmanager(#[from] alertmanager::AlertmanagerError),
 }
 
 impl DeliveryError {
     /// CloudStack refused the request for good; sending it again cannot help.
     pub fn is_refusal(&self) -> bool {
-        matches!(self, DeliveryError::Api(e) if e.is_refusal())
+        match self {
+            DeliveryError::Api(e) => e.is_refusal(),
+            DeliveryError::Alertmanager(e) => e.is_refusal(),
+            _ => false,
+        }
     }
 }
 
@@ -235,6 +244,20 @@ async fn deliver_one(
             remove_annotation(api, cluster_id, &id).await?;
             state.annotations.remove(&rk);
             Ok(())
+        }
+        Notification::ResolveAlertmanager {
+            labels,
+            annotations,
+            starts_at,
+            ends_at,
+            ..
+        } => {
+            // Alertmanager taken out of the config since: nothing to resolve there.
+            let Some(am) = &settings.alertmanager else {
+                return Ok(());
+            };
+            let resolved = alertmanager::alert(labels, annotations, *starts_at, *ends_at);
+            Ok(am.post(&[resolved]).await?)
         }
     }
 }

@@ -85,6 +85,9 @@ pub struct ClusterState {
     pub name: String,
     #[serde(default)]
     pub zone_id: Option<String>,
+    /// Who owns it: the project's name, or the account's (an Alertmanager label).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
     /// Reported mismatches of the VM side (map against VMs), by key (`FindingKey`'s string
     /// form).
     #[serde(default)]
@@ -167,6 +170,10 @@ pub struct Reported {
     /// Its alert and annotation are held by a storm: nothing was sent for it but the event.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub held: bool,
+    /// The `[[ignore]]` rule that matches it: it raises no alert, annotation or Alertmanager
+    /// alert.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ignored: Option<crate::ignore::Ignored>,
 }
 
 impl Reported {
@@ -185,6 +192,7 @@ impl Reported {
             named_vm_name: None,
             since,
             held: false,
+            ignored: None,
         };
         match &m.subject {
             Subject::Vm(vm) => {
@@ -321,6 +329,16 @@ pub enum Notification {
     },
     /// `removeAnnotation` of the annotation recorded under `<cluster id>/<key>`.
     RemoveAnnotation { cluster_id: String, key: String },
+    /// The finding's Alertmanager alert, sent once more with `endsAt`: resolved. (Open
+    /// findings are sent every cycle from the state, not through the outbox.)
+    ResolveAlertmanager {
+        cluster_id: String,
+        key: String,
+        labels: BTreeMap<String, String>,
+        annotations: BTreeMap<String, String>,
+        starts_at: Timestamp,
+        ends_at: Timestamp,
+    },
 }
 
 impl Notification {
@@ -336,9 +354,10 @@ impl Notification {
             | Notification::AddAnnotation {
                 cluster_id, key, ..
             }
-            | Notification::RemoveAnnotation { cluster_id, key } => {
-                Some(record_key(cluster_id, key))
-            }
+            | Notification::RemoveAnnotation { cluster_id, key }
+            | Notification::ResolveAlertmanager {
+                cluster_id, key, ..
+            } => Some(record_key(cluster_id, key)),
         }
     }
 
@@ -356,7 +375,10 @@ impl Notification {
             | Notification::AddAnnotation {
                 cluster_id, key, ..
             }
-            | Notification::RemoveAnnotation { cluster_id, key } => (cluster_id, key),
+            | Notification::RemoveAnnotation { cluster_id, key }
+            | Notification::ResolveAlertmanager {
+                cluster_id, key, ..
+            } => (cluster_id, key),
         }
     }
 
@@ -368,10 +390,11 @@ impl Notification {
             Notification::ArchiveAlert { .. } => "archive_alert",
             Notification::AddAnnotation { .. } => "add_annotation",
             Notification::RemoveAnnotation { .. } => "remove_annotation",
+            Notification::ResolveAlertmanager { .. } => "resolve_alertmanager",
         }
     }
 
-    /// The channel, for metrics: `event_log`, `alert` or `annotation`.
+    /// The channel, for metrics: `event_log`, `alert`, `annotation` or `alertmanager`.
     pub fn channel(&self) -> &'static str {
         match self {
             Notification::Event { .. } => "event_log",
@@ -379,6 +402,7 @@ impl Notification {
             Notification::AddAnnotation { .. } | Notification::RemoveAnnotation { .. } => {
                 "annotation"
             }
+            Notification::ResolveAlertmanager { .. } => "alertmanager",
         }
     }
 }

@@ -47,6 +47,10 @@ pub struct Observed {
     pub expected_vms: u32,
     /// Why the nodes could not be listed, in plain words (with `VmsOnly`).
     pub blind_reason: Option<String>,
+    /// Who owns it: the project's name, or the account's.
+    pub owner: Option<String>,
+    /// Findings of `mismatches` an `[[ignore]]` rule matches, by key.
+    pub ignored: BTreeMap<String, crate::ignore::Ignored>,
 }
 
 /// `(cluster id, key)` of the findings first reported by a step.
@@ -64,6 +68,8 @@ pub struct StepSettings {
     pub blind_after: std::time::Duration,
     /// How many clusters with new findings in one cycle make a storm.
     pub storm: StormThreshold,
+    /// Resolve findings' Alertmanager alerts through the outbox.
+    pub alertmanager: bool,
 }
 
 /// A storm that began or ended in a step.
@@ -92,6 +98,12 @@ pub struct StepOutcome {
     /// Every open mismatch per cluster id after the step (kept ones included).
     pub open: BTreeMap<String, Vec<Mismatch>>,
     pub storm: Option<StormChange>,
+    /// Findings an `[[ignore]]` rule matched until now and no longer does (it expired or was
+    /// removed): `(cluster id, key, the rule)`. They are told now, as new.
+    pub unignored: Vec<(String, String, crate::ignore::Ignored)>,
+    /// Findings an `[[ignore]]` rule matches from now on, whose alert and annotation are
+    /// taken back: `(cluster id, key, the rule)`.
+    pub newly_ignored: Vec<(String, String, crate::ignore::Ignored)>,
 }
 
 fn side_text(side: Side) -> &'static str {
@@ -242,6 +254,7 @@ pub fn step(
         let mut entry = state.clusters.remove(&c.id).unwrap_or_default();
         entry.name = c.name.clone();
         entry.zone_id = c.zone_id.clone().or(entry.zone_id);
+        entry.owner = c.owner.clone().or(entry.owner);
 
         let blind = blind_finding(&mut entry, c, settings.blind_after, now);
         let sides: &[Side] = match c.coverage {
@@ -250,8 +263,9 @@ pub fn step(
             Coverage::None => &[],
         };
         let mut new: Vec<&Mismatch> = Vec::new();
-        // With whether a storm held its alert and annotation.
-        let mut resolved: Vec<(String, bool)> = Vec::new();
+        // Kept findings to tell now (an `[[ignore]]` rule stopped matching them).
+        let mut unignored: Vec<Mismatch> = Vec::new();
+        let mut resolved: Vec<(String, Reported)> = Vec::new();
         let mut matches_again: Vec<Side> = Vec::new();
         for &side in sides {
             let fresh: BTreeMap<String, &Mismatch> = c
@@ -264,7 +278,7 @@ pub fn step(
             let prev = std::mem::take(entry.side_mut(side));
             for (key, r) in &prev {
                 if !fresh.contains_key(key) {
-                    resolved.push((key.clone(), r.held));
+                    resolved.push((key.clone(), r.clone()));
                 }
             }
             if fresh.is_empty() && !prev.is_empty() {
@@ -272,15 +286,35 @@ pub fn step(
             }
             let mut next = BTreeMap::new();
             for (key, m) in fresh {
-                let (since, held) = match prev.get(&key) {
-                    Some(r) => (r.since, r.held),
-                    None => {
-                        new.push(m);
-                        (now, false)
+                let ignored = c.ignored.get(&key).cloned();
+                let mut r = Reported::new(m, now);
+                match prev.get(&key) {
+                    Some(p) => {
+                        r.since = p.since;
+                        r.held = p.held;
+                        match (&p.ignored, &ignored) {
+                            (Some(rule), None) => {
+                                outcome
+                                    .unignored
+                                    .push((c.id.clone(), key.clone(), rule.clone()));
+                                unignored.push(m.clone());
+                            }
+                            (None, Some(rule)) => {
+                                outcome.newly_ignored.push((
+                                    c.id.clone(),
+                                    key.clone(),
+                                    rule.clone(),
+                                ));
+                                // What was sent for it is taken back (a held one had nothing).
+                                resolved.push((key.clone(), p.clone()));
+                                r.held = false;
+                            }
+                            _ => {}
+                        }
                     }
-                };
-                let mut r = Reported::new(m, since);
-                r.held = held;
+                    None => new.push(m),
+                }
+                r.ignored = ignored;
                 next.insert(key, r);
             }
             *entry.side_mut(side) = next;
@@ -315,25 +349,49 @@ pub fn step(
             state,
             pending: &mut pending,
         };
+        let mut tell: Vec<Mismatch> = unignored;
         for m in &new {
             let key = m.key();
             outcome.new.insert((c.id.clone(), key.clone()));
-            q.push(event(
-                Level::Warn,
-                &c.id,
-                &c.name,
-                Some(m),
-                reason(&c.name, m),
-                now,
-            ));
+            // A finding an `[[ignore]]` rule matches is reported (INFO, with the rule's
+            // reason), never alerted.
+            match c.ignored.get(&side_key(&key)) {
+                Some(rule) => q.push(event(
+                    Level::Info,
+                    &c.id,
+                    &c.name,
+                    Some(m),
+                    format!(
+                        "{}; ignored by [[ignore]] rule {}: {}",
+                        reason(&c.name, m),
+                        rule.rule,
+                        rule.reason
+                    ),
+                    now,
+                )),
+                None => {
+                    q.push(event(
+                        Level::Warn,
+                        &c.id,
+                        &c.name,
+                        Some(m),
+                        reason(&c.name, m),
+                        now,
+                    ));
+                    tell.push((*m).clone());
+                }
+            }
         }
-        if !new.is_empty() {
-            told.push((c.id.clone(), new.iter().map(|m| (*m).clone()).collect()));
+        if !tell.is_empty() {
+            told.push((c.id.clone(), tell));
         }
-        for (key, held) in &resolved {
-            // A held finding had nothing sent but its event: nothing to take back.
-            if !held {
-                close(&mut q, &c.id, key, settings);
+        for (key, r) in &resolved {
+            // A held finding had nothing sent but its event, an ignored one nothing at all.
+            if r.ignored.is_none() {
+                resolve_alertmanager(&mut q, &c.id, &entry, r, settings, now);
+                if !r.held {
+                    close(&mut q, &c.id, key, settings);
+                }
             }
         }
         if settings.alerts && !resolved.is_empty() {
@@ -377,19 +435,22 @@ pub fn step(
             .collect();
         for id in gone {
             let entry = state.clusters.remove(&id).unwrap_or_default();
-            let keys: Vec<(String, bool)> = entry
+            let keys: Vec<(String, Reported)> = entry
                 .vms
                 .iter()
                 .chain(entry.nodes.iter())
-                .map(|(k, r)| (k.clone(), r.held))
+                .map(|(k, r)| (k.clone(), r.clone()))
                 .collect();
             let mut q = Queue {
                 state,
                 pending: &mut pending,
             };
-            for (key, held) in &keys {
-                if !held {
-                    close(&mut q, &id, key, settings);
+            for (key, r) in &keys {
+                if r.ignored.is_none() {
+                    resolve_alertmanager(&mut q, &id, &entry, r, settings, now);
+                    if !r.held {
+                        close(&mut q, &id, key, settings);
+                    }
                 }
             }
             if settings.alerts {
@@ -611,6 +672,37 @@ fn announce(
             key,
         });
     }
+}
+
+/// Queues the resolution of a finding's Alertmanager alert: the same labels, `endsAt` now.
+fn resolve_alertmanager(
+    q: &mut Queue<'_>,
+    cluster_id: &str,
+    entry: &crate::state::ClusterState,
+    r: &Reported,
+    settings: &StepSettings,
+    now: Timestamp,
+) {
+    if !settings.alertmanager {
+        return;
+    }
+    let Some(m) = r.mismatch() else {
+        return;
+    };
+    q.push(Notification::ResolveAlertmanager {
+        cluster_id: cluster_id.to_string(),
+        key: m.key().to_string(),
+        labels: crate::wording::alertmanager_labels(
+            cluster_id,
+            &entry.name,
+            entry.zone_id.as_deref(),
+            entry.owner.as_deref(),
+            &m,
+        ),
+        annotations: crate::wording::alertmanager_annotations(&entry.name, &m),
+        starts_at: r.since,
+        ends_at: now,
+    });
 }
 
 fn close(q: &mut Queue<'_>, cluster_id: &str, key: &str, settings: &StepSettings) {

@@ -76,6 +76,7 @@ impl ReportedV1 {
             node: m.node,
             since: self.since,
             held: false,
+            ignored: None,
         }
     }
 }
@@ -100,6 +101,7 @@ impl StateV1 {
                         ClusterState {
                             name: c.name,
                             zone_id: c.zone_id,
+                            owner: None,
                             vms: side(c.vms),
                             nodes: side(c.nodes),
                             map: c.map,
@@ -207,6 +209,8 @@ mod tests {
             mismatches: same_findings(),
             mapped: vec![],
             expected_vms: 4,
+            owner: None,
+            ignored: Default::default(),
         }];
         let settings = StepSettings {
             alerts: true,
@@ -214,6 +218,7 @@ mod tests {
             alert_cap: 3,
             blind_after: crate::config::DEFAULT_BLIND_AFTER,
             storm: crate::config::StormThreshold::Off,
+            alertmanager: false,
         };
         let outcome = step(&mut state, &observed, &settings, now);
         assert!(outcome.new.is_empty(), "{:?}", outcome.new);

@@ -568,6 +568,7 @@ async fn a_failed_probe_skips_the_cluster_and_keeps_its_state() {
         alert_cap: 5,
         blind_after: cks_drift::config::DEFAULT_BLIND_AFTER,
         storm: cks_drift::config::StormThreshold::Off,
+        alertmanager: false,
     };
     let mut state = State::default();
 
@@ -575,7 +576,12 @@ async fn a_failed_probe_skips_the_cluster_and_keeps_its_state() {
     let report = run_cycle(&api, lister.clone(), &settings, &previous_maps(&state), now)
         .await
         .unwrap();
-    step(&mut state, &observe(&mut report.clone()), &on, now);
+    step(
+        &mut state,
+        &observe(&mut report.clone(), &[], now),
+        &on,
+        now,
+    );
     let before = state.clone();
 
     let worker = sim.with_world(|w| w.cluster(&id).unwrap().map[2].clone());
@@ -595,7 +601,12 @@ async fn a_failed_probe_skips_the_cluster_and_keeps_its_state() {
         c.reason
     );
     assert!(c.mismatches.is_empty());
-    step(&mut state, &observe(&mut report.clone()), &on, now);
+    step(
+        &mut state,
+        &observe(&mut report.clone(), &[], now),
+        &on,
+        now,
+    );
     assert_eq!(
         state, before,
         "a cluster whose probe failed keeps its state and sends nothing"

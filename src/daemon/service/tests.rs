@@ -149,6 +149,7 @@ impl Ticker for Fake {
                 state_error: None,
                 blind: Vec::new(),
                 storm: None,
+                ignored: Default::default(),
             }
         }
     }

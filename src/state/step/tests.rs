@@ -35,6 +35,8 @@ fn key(s: &str) -> FindingKey {
 fn cluster(coverage: Coverage, mismatches: Vec<Mismatch>) -> Observed {
     Observed {
         blind_reason: None,
+        owner: None,
+        ignored: Default::default(),
         id: "c1".into(),
         name: "web".into(),
         zone_id: Some("z1".into()),
@@ -56,6 +58,7 @@ const ON: StepSettings = StepSettings {
     alert_cap: 5,
     blind_after: crate::config::DEFAULT_BLIND_AFTER,
     storm: crate::config::StormThreshold::Off,
+    alertmanager: false,
 };
 
 /// The queued notifications, as short strings, and the outbox emptied (as if delivered).
@@ -82,6 +85,7 @@ fn drain(state: &mut State) -> Vec<String> {
             Notification::ArchiveAlert { key, .. } => format!("archive {key}"),
             Notification::AddAnnotation { key, .. } => format!("annotate {key}"),
             Notification::RemoveAnnotation { key, .. } => format!("unannotate {key}"),
+            Notification::ResolveAlertmanager { key, .. } => format!("am-resolve {key}"),
         })
         .collect()
 }
@@ -400,6 +404,7 @@ fn channels_off_queue_only_events() {
         alert_cap: 5,
         blind_after: crate::config::DEFAULT_BLIND_AFTER,
         storm: crate::config::StormThreshold::Off,
+        alertmanager: false,
     };
     step(
         &mut s,
@@ -475,6 +480,7 @@ fn a_cluster_holds_at_most_alert_cap_alerts_and_one_summary() {
         alert_cap: 2,
         blind_after: crate::config::DEFAULT_BLIND_AFTER,
         storm: crate::config::StormThreshold::Off,
+        alertmanager: false,
     };
     let nodes = |range: std::ops::Range<u32>| -> Vec<Mismatch> {
         range
@@ -626,6 +632,7 @@ fn a_cluster_never_compared_is_blind_from_its_first_failure_and_after_two_cycles
     let settings = StepSettings {
         blind_after: std::time::Duration::ZERO,
         storm: crate::config::StormThreshold::Off,
+        alertmanager: false,
         ..ON
     };
     let partial = cluster(Coverage::VmsOnly, vec![]);
@@ -653,6 +660,7 @@ fn nth(i: usize, mismatches: Vec<Mismatch>) -> Observed {
 
 const STORMY: StepSettings = StepSettings {
     storm: crate::config::StormThreshold::Clusters(3),
+    alertmanager: false,
     ..ON
 };
 
@@ -847,6 +855,7 @@ fn a_percentage_is_of_the_checked_clusters_and_at_least_five() {
     // 20 % of 40 is 8: findings in 8 clusters are told one by one, in 9 they are a storm.
     let settings = StepSettings {
         storm: Percent(20),
+        alertmanager: false,
         ..ON
     };
     let mut s = State::default();
