@@ -112,6 +112,9 @@ impl Engine {
         if config.ssh.host_key_policy == crate::config::HostKeyPolicy::Off {
             tracing::warn!("ssh.host_key_policy {}", crate::config::HOST_KEYS_OFF);
         }
+        for (key, message) in crate::ignore::expiry_warnings(&config.ignore, Timestamp::now()) {
+            tracing::warn!("{key} {message}");
+        }
         let api = Client::new(&config.cloudstack).map_err(|e| error_chain(&e))?;
         let lister = SshNodeLister::new(&config.ssh).map_err(|e| error_chain(&e))?;
         Ok(Engine {

@@ -72,6 +72,40 @@ pub fn first_match<'a>(
         .find(|r| matches(r, cluster_id, cluster_name, m, now))
 }
 
+/// Warnings about `[[ignore]]` rules at `now`: expired ones (they match nothing), and those
+/// that expire within a day (their findings are alerted then). `(key, message)`; the
+/// service logs the same at start and on reload.
+pub fn expiry_warnings(
+    rules: &[crate::config::IgnoreRule],
+    now: crate::time::Timestamp,
+) -> Vec<(String, String)> {
+    let day = now.plus(std::time::Duration::from_secs(86_400));
+    rules
+        .iter()
+        .filter_map(|r| {
+            let expires = r.expires?;
+            let key = format!("ignore[{}].expires", r.number);
+            if expires <= now {
+                Some((
+                    key,
+                    format!(
+                        "is {expires}, in the past: the rule matches nothing and its findings are alerted; remove the rule or move the date"
+                    ),
+                ))
+            } else if expires <= day {
+                Some((
+                    key,
+                    format!(
+                        "is {expires}, within a day: then the findings it matches are alerted; move the date if the drift is still accepted"
+                    ),
+                ))
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,6 +196,41 @@ mod tests {
         });
         assert!(matches(&r, "c1", "web", &m, at(NOW - 1)));
         assert!(!matches(&r, "c1", "web", &m, at(NOW)));
+    }
+
+    #[test]
+    fn expired_rules_and_those_expiring_within_a_day_are_warned_about() {
+        let rules = [
+            rule(|r| r.expires = Some(at(NOW - 60))),
+            rule(|r| {
+                r.number = 2;
+                r.expires = Some(at(NOW + 3600));
+            }),
+            rule(|r| {
+                r.number = 3;
+                r.expires = Some(at(NOW + 2 * 86_400));
+            }),
+            rule(|r| r.number = 4),
+        ];
+        assert_eq!(
+            expiry_warnings(&rules, at(NOW)),
+            [
+                (
+                    "ignore[1].expires".to_string(),
+                    format!(
+                        "is {}, in the past: the rule matches nothing and its findings are alerted; remove the rule or move the date",
+                        at(NOW - 60)
+                    )
+                ),
+                (
+                    "ignore[2].expires".to_string(),
+                    format!(
+                        "is {}, within a day: then the findings it matches are alerted; move the date if the drift is still accepted",
+                        at(NOW + 3600)
+                    )
+                ),
+            ]
+        );
     }
 
     #[test]

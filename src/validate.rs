@@ -107,7 +107,47 @@ pub fn check_text(
     let usable = findings.is_empty();
     findings.extend(setting_warnings(&raw));
     findings.extend(permission_warnings(&raw, path, env));
+    if let Some(c) = &config {
+        findings.extend(
+            crate::ignore::expiry_warnings(&c.ignore, crate::time::Timestamp::now())
+                .into_iter()
+                .map(|(key, message)| Finding::warning(&key, message)),
+        );
+    }
     (findings, config.filter(|_| usable))
+}
+
+/// Rules that match none of the findings open after the last cycle, from the state file
+/// (expiry aside): a rule with a typo matches nothing, silently.
+pub fn unmatched_rules(
+    rules: &[crate::config::IgnoreRule],
+    state: &crate::state::State,
+) -> Vec<usize> {
+    rules
+        .iter()
+        .filter(|rule| {
+            let rule = crate::config::IgnoreRule {
+                expires: None,
+                ..(*rule).clone()
+            };
+            !state.clusters.iter().any(|(id, c)| {
+                c.vms
+                    .values()
+                    .chain(c.nodes.values())
+                    .filter_map(crate::state::Reported::mismatch)
+                    .any(|m| {
+                        crate::ignore::matches(
+                            &rule,
+                            id,
+                            &c.name,
+                            &m,
+                            crate::time::Timestamp::from_unix(0),
+                        )
+                    })
+            })
+        })
+        .map(|r| r.number)
+        .collect()
 }
 
 /// An error about the file as a whole.
@@ -430,6 +470,21 @@ fn api_failure(e: &crate::cloudstack::error::ApiError, url: &str) -> Finding {
 /// has an endpoint.
 pub async fn connect(config: &Config) -> Vec<Finding> {
     let mut out = Vec::new();
+    // The findings of the last cycle are in the state file: a rule none of them matches is
+    // most likely a typo.
+    if !config.ignore.is_empty()
+        && let Ok(Some(state)) = crate::state::file::read(&config.state.path)
+    {
+        for n in unmatched_rules(&config.ignore, &state) {
+            out.push(Finding::warning(
+                &format!("ignore[{n}]"),
+                format!(
+                    "matches none of the findings open after the last cycle ({}); check its cluster, kind, vm and node",
+                    config.state.path.display()
+                ),
+            ));
+        }
+    }
     let url = &config.cloudstack.url;
     let transport = match HttpTransport::new(&config.cloudstack) {
         Ok(t) => t,

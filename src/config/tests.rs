@@ -459,3 +459,81 @@ fn unknown_keys_get_the_nearest_key_in_any_table_or_why_there_is_none() {
         ]
     );
 }
+
+#[test]
+fn ignore_rules_are_read_and_every_problem_named() {
+    let c = parse(&format!(
+        "{MINIMAL}\n[[ignore]]\ncluster = \"web\"\nnode = \"manual-1\"\nreason = \"built by hand\"\nexpires = 2026-12-31T00:00:00Z\nby = \"jdoe\"\n\n[[ignore]]\nkind = \"blind\"\nreason = \"lab\"\nexpires = \"2027-01-15\"\n"
+    ))
+    .unwrap();
+    assert_eq!(c.ignore.len(), 2);
+    assert_eq!(c.ignore[0].number, 1);
+    assert_eq!(c.ignore[0].node.as_deref(), Some("manual-1"));
+    assert_eq!(
+        c.ignore[0].expires.map(|t| t.to_string()),
+        Some("2026-12-31T00:00:00Z".into())
+    );
+    assert_eq!(c.ignore[0].by.as_deref(), Some("jdoe"));
+    assert_eq!(
+        c.ignore[1].expires.map(|t| t.to_string()),
+        Some("2027-01-15T00:00:00Z".into()),
+        "a date alone is its midnight UTC"
+    );
+    let p = problems(&format!(
+        "{MINIMAL}\n[[ignore]]\nclutser = \"web\"\nreason = \"x\"\n\n[[ignore]]\ncluster = \"web\"\nkind = \"stray\"\n\n[[ignore]]\nvm = \"v1\"\nreason = \"x\"\nexpires = \"2026-12-31T10:00:00\"\n\n[[ignore]]\nnode = \"n\"\nreason = \"x\"\nexpires = \"soon\"\n"
+    ));
+    let how = "give an RFC 3339 date-time such as 2026-12-31T00:00:00Z, or a date such as 2026-12-31 (its midnight UTC)";
+    assert_eq!(
+        p,
+        [
+            "ignore[1].clutser: is not a known field; a rule takes cluster, kind, vm, node, reason, expires, by".to_string(),
+            "ignore[1]: matches every finding; give at least one of cluster, kind, vm and node".to_string(),
+            "ignore[2].kind: is \"stray\"; the kinds are mapped_vm, unmapped_vm, node_without_vm, vm_not_a_node, map_count, blind, identity_conflict".to_string(),
+            "ignore[2].reason: is missing; say why this drift is accepted (it is shown with every finding the rule matches)".to_string(),
+            format!("ignore[3].expires: is \"2026-12-31T10:00:00\", which has no time zone; {how}"),
+            format!("ignore[4].expires: is \"soon\"; {how}"),
+        ]
+    );
+    assert_eq!(
+        problems(&format!("{MINIMAL}\n[ignore]\nreason = \"x\"\n")),
+        ["ignore: must be written [[ignore]]: a list of rules, each a table"]
+    );
+}
+
+#[test]
+fn alertmanager_settings_are_read_and_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "T0KEN\n").unwrap();
+    let c = parse(&format!(
+        "{MINIMAL}\n[alertmanager]\nurls = [\"http://127.0.0.1:9093/\", \"https://am2.example.com\"]\nbearer_token_file = \"{}\"\ntimeout = \"3s\"\n",
+        token.display()
+    ))
+    .unwrap();
+    let am = c.alertmanager.unwrap();
+    assert_eq!(
+        am.urls,
+        ["http://127.0.0.1:9093", "https://am2.example.com"]
+    );
+    assert!(matches!(&am.auth, AlertmanagerAuth::Bearer(t) if t.expose() == "T0KEN"));
+    assert_eq!(am.timeout, Duration::from_secs(3));
+    assert!(
+        !format!("{am:?}").contains("T0KEN"),
+        "the token never shows"
+    );
+    assert_eq!(
+        problems(&format!(
+            "{MINIMAL}\n[alertmanager]\nurls = [\"am:9093\"]\nusername = \"u\"\n"
+        )),
+        [
+            "alertmanager.urls: holds \"am:9093\", which is not an http:// or https:// URL; e.g. [\"http://127.0.0.1:9093\"]",
+            "alertmanager.password_file: is missing while alertmanager.username is set; point it at a file holding the password",
+        ]
+    );
+    assert_eq!(
+        problems(&format!("{MINIMAL}\n[alertmanager]\n")),
+        [
+            "alertmanager.urls: is missing; list the Alertmanagers, e.g. [\"http://127.0.0.1:9093\"], or remove [alertmanager]"
+        ]
+    );
+}

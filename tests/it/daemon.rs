@@ -486,6 +486,59 @@ async fn sighup_reloads_refuses_a_bad_config_and_turns_checking_off_and_on() {
 }
 
 #[tokio::test]
+async fn an_ignore_rule_added_by_sighup_archives_the_alert_of_an_alerted_finding() {
+    let (cloud, id) = one_cluster().await;
+    let worker = cloud.unmap_last_worker(&id);
+    let port = free_port();
+    let (config, text) = daemon_config(&cloud, port, "interval = \"1s\"", None);
+    let mut daemon = Daemon::start(cloud.dir.path(), &config, port).await;
+    daemon
+        .wait_until("the alert", || async { cloud.active_alerts().len() == 1 })
+        .await;
+    let live = |cloud: &TestCloud| {
+        cloud
+            .sim()
+            .with_world(|w| w.annotations.iter().filter(|a| !a.removed).count())
+    };
+    assert_eq!(live(&cloud), 1);
+    std::fs::write(
+        &config,
+        format!("{text}\n[[ignore]]\nvm = \"{worker}\"\nreason = \"kept for forensics\"\n"),
+    )
+    .unwrap();
+    daemon.signal("HUP");
+    daemon
+        .wait_until("the alert archived", || async {
+            cloud.active_alerts().is_empty()
+        })
+        .await;
+    daemon
+        .wait_until("the annotation removed and the metric", || async {
+            live(&cloud) == 0
+                && daemon.metrics().await.contains(
+                    "cks_drift_ignored_findings{rule=\"1\",reason=\"kept for forensics\"} 1",
+                )
+        })
+        .await;
+    assert!(
+        daemon
+            .log()
+            .contains("[[ignore]] rule 1 matches this finding from now on; its alert and annotation are taken back"),
+        "{}",
+        daemon.log()
+    );
+    // Still reported: the finding is open in the state file, marked ignored.
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(cloud.state_path()).unwrap()).unwrap();
+    assert_eq!(
+        state["clusters"][&id]["vms"][format!("unmapped_vm:{worker}")]["ignored"]["reason"],
+        "kept for forensics"
+    );
+    daemon.signal("TERM");
+    assert_eq!(daemon.exit().await.code(), Some(0));
+}
+
+#[tokio::test]
 async fn sigterm_mid_cycle_exits_0_with_a_valid_state_file() {
     let (cloud, id) = one_cluster().await;
     let dir = cloud.dir.path();

@@ -1,6 +1,7 @@
 //! Integration tests: the fake CloudStack, a real OpenSSH sshd on loopback and the real
 //! kubectl against a small fake Kubernetes API.
 
+mod alertmanager;
 mod blind;
 mod check;
 mod cli;
@@ -11,6 +12,7 @@ mod explain;
 mod fake_cloudstack;
 mod hardening;
 mod identity;
+mod ignore;
 mod refusals;
 mod ssh;
 mod storm;

@@ -966,3 +966,186 @@ fn a_state_with_held_findings_round_trips() {
     let back: State = serde_json::from_str(&text).unwrap();
     assert_eq!(back, s);
 }
+
+fn ignoring(mut c: Observed, key: &str) -> Observed {
+    c.ignored.insert(
+        key.to_string(),
+        crate::ignore::Ignored {
+            rule: 1,
+            reason: "kept for forensics".into(),
+        },
+    );
+    c
+}
+
+#[test]
+fn an_ignored_finding_is_reported_not_alerted() {
+    let mut s = State::default();
+    let c = ignoring(
+        cluster(Coverage::Full, vec![m(UnmappedVm, "v2")]),
+        "unmapped_vm:v2",
+    );
+    let out = step(&mut s, std::slice::from_ref(&c), &ON, at(0));
+    assert_eq!(out.new.len(), 1);
+    let descriptions: Vec<String> = s
+        .outbox
+        .iter()
+        .filter_map(|o| match &o.notification {
+            Notification::Event {
+                level, description, ..
+            } => Some(format!("{level:?} {description}")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        descriptions,
+        [
+            "Info VM web-node-v2 (v2, Running) is named as a node of Kubernetes cluster web but is not one of its VMs in CloudStack; ignored by [[ignore]] rule 1: kept for forensics"
+        ]
+    );
+    assert_eq!(drain(&mut s), vec!["event Info unmapped_vm:v2"]);
+    assert_eq!(out.open["c1"].len(), 1, "still reported");
+    // Kept and still ignored: nothing; resolved: nothing to take back.
+    step(&mut s, &[c], &ON, at(5));
+    assert_eq!(drain(&mut s), Vec::<String>::new());
+    step(&mut s, &[cluster(Coverage::Full, vec![])], &ON, at(10));
+    assert_eq!(
+        drain(&mut s),
+        vec![
+            "event Info  The VM map of Kubernetes cluster web matches the VMs of the cluster in CloudStack again"
+        ]
+    );
+}
+
+#[test]
+fn a_rule_that_starts_matching_takes_back_the_alert_and_one_that_stops_alerts_again() {
+    let settings = StepSettings {
+        alertmanager: true,
+        ..ON
+    };
+    let mut s = State::default();
+    let plain = cluster(Coverage::Full, vec![m(UnmappedVm, "v2")]);
+    step(&mut s, std::slice::from_ref(&plain), &settings, at(0));
+    assert_eq!(
+        drain(&mut s),
+        vec![
+            "event Warn unmapped_vm:v2",
+            "annotate unmapped_vm:v2",
+            "alert unmapped_vm:v2"
+        ]
+    );
+    // A rule is added (a reload): the alert is archived, the annotation removed, the
+    // Alertmanager alert resolved; the finding stays open.
+    let out = step(
+        &mut s,
+        &[ignoring(plain.clone(), "unmapped_vm:v2")],
+        &settings,
+        at(5),
+    );
+    assert_eq!(
+        out.newly_ignored,
+        [(
+            "c1".to_string(),
+            "unmapped_vm:v2".to_string(),
+            crate::ignore::Ignored {
+                rule: 1,
+                reason: "kept for forensics".into()
+            }
+        )]
+    );
+    assert_eq!(
+        drain(&mut s),
+        vec![
+            "am-resolve unmapped_vm:v2",
+            "archive unmapped_vm:v2",
+            "unannotate unmapped_vm:v2"
+        ]
+    );
+    assert_eq!(out.open["c1"].len(), 1);
+    assert!(s.clusters["c1"].vms["unmapped_vm:v2"].ignored.is_some());
+    assert_eq!(s.clusters["c1"].vms["unmapped_vm:v2"].since, at(0));
+    // The rule expires: the finding is alerted like a new one (its first report kept).
+    let out = step(&mut s, &[plain], &settings, at(10));
+    assert_eq!(out.unignored.len(), 1);
+    assert!(out.new.is_empty(), "not new: reported since the start");
+    assert_eq!(
+        drain(&mut s),
+        vec!["annotate unmapped_vm:v2", "alert unmapped_vm:v2"]
+    );
+    // Resolved: its Alertmanager alert is resolved with the rest.
+    step(
+        &mut s,
+        &[cluster(Coverage::Full, vec![])],
+        &settings,
+        at(15),
+    );
+    assert_eq!(
+        drain(&mut s)[..3],
+        [
+            "am-resolve unmapped_vm:v2",
+            "archive unmapped_vm:v2",
+            "unannotate unmapped_vm:v2"
+        ]
+    );
+}
+
+#[test]
+fn ignored_findings_do_not_make_a_storm() {
+    let mut s = State::default();
+    let r: Vec<Observed> = fleet(5, 8)
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| ignoring(c, &format!("unmapped_vm:v{i}")))
+        .collect();
+    let out = step(&mut s, &r, &STORMY, at(0));
+    assert_eq!(out.storm, None);
+    assert!(s.storm.is_none());
+}
+
+#[test]
+fn the_alertmanager_resolution_names_the_same_labels_as_the_alert() {
+    let settings = StepSettings {
+        alertmanager: true,
+        ..ON
+    };
+    let mut s = State::default();
+    let mut c = cluster(Coverage::Full, vec![m(UnmappedVm, "v2")]);
+    c.owner = Some("tenant-a".into());
+    step(&mut s, &[c], &settings, at(0));
+    drain(&mut s);
+    let firing = crate::notify::alertmanager::firing(&s, at(12));
+    step(&mut s, &[cluster(Coverage::Full, vec![])], &settings, at(5));
+    let resolved = s
+        .outbox
+        .iter()
+        .find_map(|o| match &o.notification {
+            Notification::ResolveAlertmanager {
+                labels,
+                starts_at,
+                ends_at,
+                ..
+            } => Some((labels.clone(), *starts_at, *ends_at)),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        serde_json::to_value(&resolved.0).unwrap(),
+        firing[0]["labels"]
+    );
+    assert_eq!(
+        firing[0]["labels"],
+        serde_json::json!({
+            "alertname": "KubernetesClusterVmMapDrift",
+            "cluster": "web",
+            "cluster_id": "c1",
+            "key": "unmapped_vm:v2",
+            "kind": "unmapped_vm",
+            "owner": "tenant-a",
+            "vm": "web-node-v2",
+            "vm_id": "v2",
+            "zone": "z1"
+        })
+    );
+    assert_eq!((resolved.1, resolved.2), (at(0), at(5)));
+    assert_eq!(firing[0]["endsAt"], at(12).to_string());
+}

@@ -1,0 +1,119 @@
+//! `[[ignore]]` rules end to end: a matched finding is reported as ignored and not alerted; a
+//! rule that expires brings the alert; `validate-config` names what is wrong with a rule.
+
+use std::time::Duration;
+
+use crate::support::cloud::{binary, mismatches, one_cluster};
+
+fn rule(worker: &str, extra: &str) -> String {
+    format!("[[ignore]]\nvm = \"{worker}\"\nreason = \"kept for forensics\"\n{extra}")
+}
+
+#[tokio::test]
+async fn a_matched_finding_is_reported_as_ignored_and_not_alerted() {
+    let (mut cloud, id) = one_cluster().await;
+    let worker = cloud.unmap_last_worker(&id);
+    cloud.extra = rule(&worker, "by = \"jdoe\"\n");
+    let (run, report) = cloud.check_json(&[]).await;
+    assert_eq!(
+        mismatches(&report),
+        [(
+            "unmapped_vm".to_string(),
+            format!("unmapped_vm:{worker}"),
+            Some(true)
+        )],
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        report["mismatches"][0]["ignored"],
+        "rule 1: kept for forensics"
+    );
+    assert_eq!(cloud.active_alerts().len(), 0);
+    assert_eq!(cloud.sim().call_count("addAnnotation"), 0);
+    let events = cloud.event_lines();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["level"], "INFO");
+    assert!(
+        events[0]["description"]
+            .as_str()
+            .unwrap()
+            .ends_with("; ignored by [[ignore]] rule 1: kept for forensics"),
+        "{}",
+        events[0]
+    );
+    // The text report says so too.
+    let run = cloud.check(&[]).await;
+    assert!(
+        run.stdout
+            .contains("    ignored by [[ignore]] rule 1: kept for forensics\n"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[tokio::test]
+async fn an_expired_rule_brings_the_alert_with_a_warning() {
+    let (mut cloud, id) = one_cluster().await;
+    let worker = cloud.unmap_last_worker(&id);
+    let soon = cks_drift::time::Timestamp::now().plus(Duration::from_secs(2));
+    cloud.extra = rule(&worker, &format!("expires = \"{soon}\"\n"));
+    let (run, _) = cloud.check_json(&[]).await;
+    assert_eq!(cloud.active_alerts().len(), 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("ignore[1].expires is ")
+            && run
+                .stderr
+                .contains(", within a day: then the findings it matches are alerted"),
+        "{}",
+        run.stderr
+    );
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let (run, report) = cloud.check_json(&[]).await;
+    assert!(
+        run.stderr.contains(&format!(
+            "[[ignore]] rule 1 expired at {soon}; the finding is alerted now"
+        )),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(report["mismatches"][0]["ignored"], serde_json::Value::Null);
+    let alerts = cloud.active_alerts();
+    assert_eq!(alerts.len(), 1);
+    assert!(alerts[0].description.contains(&worker));
+}
+
+#[tokio::test]
+async fn validate_config_names_what_is_wrong_with_a_rule() {
+    let (mut cloud, id) = one_cluster().await;
+    let worker = cloud.unmap_last_worker(&id);
+    // A check first, so that the state file holds the last cycle's findings.
+    cloud.check_json(&[]).await;
+    cloud.extra = format!(
+        "{}\n[[ignore]]\nnode = \"no-such-node\"\nreason = \"typo\"\n\n[[ignore]]\ncluster = \"web\"\nreason = \"old\"\nexpires = 2020-01-01\n",
+        rule(&worker, "")
+    );
+    let config = cloud.write_config();
+    let out = tokio::process::Command::new(binary())
+        .args(["validate-config", "--connect", "-c"])
+        .arg(&config)
+        .env_remove("RUST_LOG")
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(
+            "warning: ignore[3].expires: is 2020-01-01T00:00:00Z, in the past: the rule matches nothing and its findings are alerted; remove the rule or move the date\n"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "warning: ignore[2]: matches none of the findings open after the last cycle ({}); check its cluster, kind, vm and node\n",
+            cloud.state_path().display()
+        )),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("ignore[1]"), "{stdout}");
+}
