@@ -39,20 +39,14 @@ impl HttpTransport {
                 problem: format!("{:?} is not a valid URL ({e})", settings.url),
             });
         }
-        let mut builder = reqwest::Client::builder()
-            // CloudStack's API never redirects. A redirect would carry the signed request (the
-            // API key and a valid signature) to wherever it points, so it is never followed:
-            // the 3xx answer is an error like any other unexpected answer.
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(settings.timeout)
-            .connect_timeout(settings.timeout)
-            .user_agent(concat!("cks-drift/", env!("CARGO_PKG_VERSION")));
-        if let Some(path) = &settings.ca_file {
-            builder = builder.tls_certs_merge(read_ca_bundle(path)?);
-        }
-        if settings.insecure {
-            builder = builder.tls_danger_accept_invalid_certs(true);
-        }
+        // CloudStack's API never redirects. A redirect would carry the signed request (the API
+        // key and a valid signature) to wherever it points, so it is never followed: the 3xx
+        // answer is an error like any other unexpected answer.
+        let builder = client_builder(
+            settings.timeout,
+            settings.ca_file.as_deref(),
+            settings.insecure,
+        )?;
         let http = builder.build().map_err(|e| ApiError::Config {
             key: if settings.ca_file.is_some() {
                 "cloudstack.ca_file"
@@ -125,6 +119,28 @@ impl HttpTransport {
             }
         }
     }
+}
+
+/// An HTTPS client builder as every client of cks-drift needs one: no redirect followed (it
+/// would carry the credentials elsewhere), the deadline on connect and on the whole request,
+/// the system roots plus `ca_file`, or no verification at all with `insecure`.
+pub fn client_builder(
+    timeout: std::time::Duration,
+    ca_file: Option<&std::path::Path>,
+    insecure: bool,
+) -> Result<reqwest::ClientBuilder, ApiError> {
+    let mut builder = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(timeout)
+        .connect_timeout(timeout)
+        .user_agent(concat!("cks-drift/", env!("CARGO_PKG_VERSION")));
+    if let Some(path) = ca_file {
+        builder = builder.tls_certs_merge(read_ca_bundle(path)?);
+    }
+    if insecure {
+        builder = builder.tls_danger_accept_invalid_certs(true);
+    }
+    Ok(builder)
 }
 
 /// Reads `cloudstack.ca_file`: a PEM bundle holding at least one certificate.

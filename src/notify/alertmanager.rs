@@ -53,23 +53,14 @@ pub struct Alertmanager {
 
 impl Alertmanager {
     pub fn new(settings: &AlertmanagerSettings) -> Result<Self, AlertmanagerError> {
-        let mut builder = reqwest::Client::builder()
-            // An Alertmanager does not redirect; a redirect would carry the credentials away.
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(settings.timeout)
-            .connect_timeout(settings.timeout)
-            .user_agent(concat!("cks-drift/", env!("CARGO_PKG_VERSION")));
-        if let Some(path) = &settings.ca_file {
-            let certs = crate::cloudstack::http::read_ca_bundle(path)
-                .map_err(|e| AlertmanagerError::Setup(format!("alertmanager.ca_file: {e}")))?;
-            builder = builder.tls_certs_merge(certs);
-        }
-        if settings.insecure {
-            builder = builder.tls_danger_accept_invalid_certs(true);
-        }
-        let http = builder
-            .build()
-            .map_err(|e| AlertmanagerError::Setup(e.to_string()))?;
+        let http = crate::cloudstack::http::client_builder(
+            settings.timeout,
+            settings.ca_file.as_deref(),
+            settings.insecure,
+        )
+        .map_err(|e| AlertmanagerError::Setup(format!("alertmanager.ca_file: {e}")))?
+        .build()
+        .map_err(|e| AlertmanagerError::Setup(e.to_string()))?;
         Ok(Alertmanager {
             http,
             urls: settings.urls.clone(),
