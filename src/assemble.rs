@@ -71,9 +71,10 @@ pub fn implausible(nodes: usize, vms: usize) -> bool {
 
 /// Every cluster of the inventory, in its order, skipped with a reason or with its snapshot.
 ///
-/// One at a time: the VMs are dropped once each cluster's named VMs are picked out, and each
-/// cluster's inventory is dropped as its snapshot is made, so a cycle never holds the whole
-/// inventory and every snapshot at once.
+/// One at a time: each cluster's named VMs are picked out as indexes into the VM listing, and
+/// copied into its snapshot only when its turn comes; each cluster's inventory is dropped as
+/// its snapshot is made, so a cycle never holds the whole inventory and every snapshot at
+/// once.
 pub fn assemble(inventory: Inventory) -> impl Iterator<Item = Assembled> {
     let Inventory {
         clusters,
@@ -101,9 +102,10 @@ pub fn assemble(inventory: Inventory) -> impl Iterator<Item = Assembled> {
             owner_of_cluster(c).map(|o| (o, c.name.as_str(), c.id.as_str()))
         }));
 
-        // The owner's VMs named as nodes of each checkable cluster, in one pass over the VMs.
-        let mut named: HashMap<usize, Vec<Vm>> = HashMap::new();
-        for vm in &vms {
+        // The owner's VMs named as nodes of each checkable cluster, in one pass over the VMs:
+        // their indexes in `vms`, and whether they are named as etcd nodes.
+        let mut named: HashMap<usize, Vec<(usize, bool)>> = HashMap::new();
+        for (v, vm) in vms.iter().enumerate() {
             let Some(owner) = owner_of_vm(vm) else {
                 continue;
             };
@@ -111,7 +113,7 @@ pub fn assemble(inventory: Inventory) -> impl Iterator<Item = Assembled> {
                 named
                     .entry(checkable[k])
                     .or_default()
-                    .push(to_vm(vm, role == NodeRole::Etcd));
+                    .push((v, role == NodeRole::Etcd));
             }
         }
         // Of those, the VMs another cluster maps.
@@ -119,8 +121,9 @@ pub fn assemble(inventory: Inventory) -> impl Iterator<Item = Assembled> {
         for (&i, list) in &named {
             let ids: BTreeSet<String> = list
                 .iter()
-                .filter(|vm| mapped_by.get(vm.id.as_str()).is_some_and(|&j| j != i))
-                .map(|vm| vm.id.clone())
+                .map(|&(v, _)| &vms[v].id)
+                .filter(|id| mapped_by.get(id.as_str()).is_some_and(|&j| j != i))
+                .cloned()
                 .collect();
             if !ids.is_empty() {
                 elsewhere.insert(i, ids);
@@ -128,7 +131,6 @@ pub fn assemble(inventory: Inventory) -> impl Iterator<Item = Assembled> {
         }
         (named, elsewhere)
     };
-    drop(vms);
 
     clusters.into_iter().enumerate().map(move |(i, c)| {
         let c = &c;
@@ -169,7 +171,12 @@ pub fn assemble(inventory: Inventory) -> impl Iterator<Item = Assembled> {
                             .iter()
                             .map(|vm| to_vm(vm, is_etcd_name(&vm.name)))
                             .collect();
-                        let named = named.remove(&i).unwrap_or_default();
+                        let named: Vec<Vm> = named
+                            .remove(&i)
+                            .unwrap_or_default()
+                            .into_iter()
+                            .map(|(v, etcd)| to_vm(&vms[v], etcd))
+                            .collect();
                         let mapped_elsewhere = elsewhere.remove(&i).unwrap_or_default();
                         let (view, failure) = nodes.remove(&i).unwrap_or((
                             NodeView::Unknown {
