@@ -991,13 +991,13 @@ fn parent(sizes: &[usize], concurrency: usize) {
         let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
         println!(
             "targets at {} clusters / {} VMs: wall/floor {wf:.2} <= 1.5 {}; API calls {calls} <= \
-             {} {}; peak RSS {rss:.1} MiB < 64 {}",
+             {} {}; peak RSS {rss:.1} MiB < 48 {}",
             u(last, "clusters"),
             u(last, "vms"),
             verdict(wf <= 1.5),
             budget(last),
             verdict(calls <= budget(last)),
-            verdict(rss < 64.0)
+            verdict(rss < 48.0)
         );
     }
 
