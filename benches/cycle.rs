@@ -5,7 +5,9 @@
 //! `cargo bench --bench cycle [SIZES...] [--concurrency N]` (default sizes: 100 500 1000
 //! 2000 clusters). With `--database`, each size runs with and without the CloudStack
 //! database (a private MariaDB server holding the same world) and only that comparison is
-//! printed. Each measurement takes two child processes (this binary re-executed with
+//! printed. With `--real-ssh`, each size also runs with its node listings going to real
+//! OpenSSH servers on loopback addresses (one sshd per answering control node, the other
+//! control nodes' addresses refusing the connection), and only that comparison is printed. Each measurement takes two child processes (this binary re-executed with
 //! `--child`): one serves the simulated cloud over HTTP on 127.0.0.1, the other runs the
 //! checker against it through the real client, so the peak RSS measured is the checker's
 //! alone and each size's is its own. Tests of the cycle's behaviour do not belong here.
@@ -20,11 +22,13 @@ use std::time::{Duration, Instant};
 use cks_drift::cks::{endpoint_host, ssh_port};
 use cks_drift::cloudstack::client::Client;
 use cks_drift::cloudstack::model::{KubernetesCluster, VirtualMachine};
-use cks_drift::config::{CloudStackSettings, DatabaseSettings, Secret, parse_database_url};
+use cks_drift::config::{
+    CloudStackSettings, DatabaseSettings, HostKeyPolicy, Secret, SshSettings, parse_database_url,
+};
 use cks_drift::cycle::{ClusterStatus, CycleSettings, MapSource, run_cycle};
 use cks_drift::database::Database;
 use cks_drift::diff::Policy;
-use cks_drift::remote::{NodeListError, NodeListFuture, NodeLister, SshTarget};
+use cks_drift::remote::{NodeListError, NodeListFuture, NodeLister, SshNodeLister, SshTarget};
 use cks_drift::snapshot::Node;
 use cks_drift::time::Timestamp;
 use cks_drift_sim::mariadb::{PrivateMariaDb, Schema};
@@ -41,8 +45,11 @@ const API_LATENCY: Duration = Duration::from_millis(20);
 const NODE_LISTING: Duration = Duration::from_millis(150);
 /// Time until a refused SSH connection fails.
 const REFUSED_AFTER: Duration = Duration::from_millis(1);
-/// VMs that belong to no cluster.
+/// VMs that belong to no cluster, at least; a world has at least [`VMS_PER_CLUSTER`] VMs per
+/// cluster in all.
 const FREE_VMS: usize = 20_000;
+/// VMs per cluster in the whole world, at least (10,000 clusters: 150,000 VMs).
+const VMS_PER_CLUSTER: usize = 15;
 /// Clusters whose control node answers SSH in the refusing world.
 const ANSWERING: usize = 50;
 /// `check.concurrency` unless `--concurrency N` says otherwise (the configuration's default
@@ -59,6 +66,9 @@ enum Ssh {
     Answers,
     /// About [`ANSWERING`] answer, the others refuse the connection.
     MostRefuse,
+    /// Real SSH: about [`ANSWERING`] control nodes answer from an OpenSSH server of their
+    /// own on a loopback address, the others' addresses refuse the connection.
+    Real,
 }
 
 impl Ssh {
@@ -66,6 +76,7 @@ impl Ssh {
         match self {
             Ssh::Answers => "answers",
             Ssh::MostRefuse => "most-refuse",
+            Ssh::Real => "real",
         }
     }
 
@@ -73,6 +84,7 @@ impl Ssh {
         match s {
             "answers" => Some(Ssh::Answers),
             "most-refuse" => Some(Ssh::MostRefuse),
+            "real" => Some(Ssh::Real),
             _ => None,
         }
     }
@@ -91,7 +103,7 @@ fn main() {
         let cores = std::thread::available_parallelism().map_or(2, usize::from);
         match &args[1..] {
             [mode, n, ssh, nodes, rest @ ..] if mode == "serve" => {
-                let ssh = Ssh::parse(ssh).expect("answers or most-refuse");
+                let ssh = Ssh::parse(ssh).expect("answers, most-refuse or real");
                 let with_db = rest.first().map(String::as_str) == Some("db");
                 // The simulator answers under one lock, blocking the thread that waits for
                 // it; more threads than cores keep the injected latencies running meanwhile,
@@ -119,10 +131,13 @@ fn main() {
     let mut concurrency = DEFAULT_CONCURRENCY;
     let mut sizes: Vec<usize> = Vec::new();
     let mut database = false;
+    let mut real_ssh = false;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         if arg == "--database" {
             database = true;
+        } else if arg == "--real-ssh" {
+            real_ssh = true;
         } else if arg == "--concurrency" {
             concurrency = args
                 .next()
@@ -137,6 +152,8 @@ fn main() {
     }
     if database {
         with_and_without_database(&sizes, concurrency);
+    } else if real_ssh {
+        real_and_simulated_ssh(&sizes, concurrency);
     } else {
         parent(&sizes, concurrency);
     }
@@ -144,7 +161,8 @@ fn main() {
 
 /// The world of `n` clusters: 3 to 5 VMs each (one control node; two or three workers; an
 /// etcd node on every third), owned by 40 accounts in 4 domains and 10 projects, each on its
-/// own isolated network, plus [`FREE_VMS`] VMs of the same owners in no cluster.
+/// own isolated network, plus VMs of the same owners in no cluster: [`FREE_VMS`], or more
+/// where it takes more for [`VMS_PER_CLUSTER`] VMs per cluster in all.
 fn build_world(n: usize) -> World {
     let mut w = World::new(SimTime::from_unix(WORLD_NOW));
     let mut owners: Vec<SimOwner> = Vec::new();
@@ -173,7 +191,8 @@ fn build_world(n: usize) -> World {
         spec.layout = NetworkLayout::Isolated;
         w.add_cluster_with(spec);
     }
-    for i in 0..FREE_VMS {
+    let free = FREE_VMS.max((VMS_PER_CLUSTER * n).saturating_sub(w.vms.len()));
+    for i in 0..free {
         w.add_vm(
             &format!("app{i:06}"),
             owners[i % owners.len()].clone(),
@@ -189,8 +208,36 @@ struct SimulatedSsh {
     nodes: HashMap<String, Vec<String>>,
     /// `None`: every host answers.
     answering: Option<HashSet<String>>,
+}
+
+/// Counts the listings a lister was asked for, and those that answered.
+struct Counted {
+    inner: Box<dyn NodeLister>,
     attempts: AtomicU64,
     sessions: AtomicU64,
+}
+
+impl Counted {
+    fn new(inner: Box<dyn NodeLister>) -> Counted {
+        Counted {
+            inner,
+            attempts: AtomicU64::new(0),
+            sessions: AtomicU64::new(0),
+        }
+    }
+}
+
+impl NodeLister for Counted {
+    fn list_nodes<'a>(&'a self, target: &'a SshTarget) -> NodeListFuture<'a> {
+        Box::pin(async move {
+            self.attempts.fetch_add(1, Ordering::Relaxed);
+            let listed = self.inner.list_nodes(target).await;
+            if listed.is_ok() {
+                self.sessions.fetch_add(1, Ordering::Relaxed);
+            }
+            listed
+        })
+    }
 }
 
 /// What the simulated SSH needs to know of a world: each control node's node names, and
@@ -216,18 +263,20 @@ fn ssh_view(world: &World, ssh: Ssh) -> Value {
     }
     let answering = match ssh {
         Ssh::Answers => Value::Null,
-        Ssh::MostRefuse => {
-            let step = (hosts.len() / ANSWERING).max(1);
-            json!(
-                hosts
-                    .into_iter()
-                    .step_by(step)
-                    .take(ANSWERING)
-                    .collect::<Vec<_>>()
-            )
-        }
+        Ssh::MostRefuse | Ssh::Real => json!(answering_hosts(&hosts)),
     };
     json!({ "nodes": nodes, "answering": answering })
+}
+
+/// The control nodes that answer in a refusing world: [`ANSWERING`] of them, spread evenly.
+fn answering_hosts(hosts: &[String]) -> Vec<String> {
+    let step = (hosts.len() / ANSWERING).max(1);
+    hosts
+        .iter()
+        .step_by(step)
+        .take(ANSWERING)
+        .cloned()
+        .collect()
 }
 
 impl SimulatedSsh {
@@ -252,19 +301,13 @@ impl SimulatedSsh {
                 .filter_map(|h| h.as_str().map(str::to_string))
                 .collect()
         });
-        SimulatedSsh {
-            nodes,
-            answering,
-            attempts: AtomicU64::new(0),
-            sessions: AtomicU64::new(0),
-        }
+        SimulatedSsh { nodes, answering }
     }
 }
 
 impl NodeLister for SimulatedSsh {
     fn list_nodes<'a>(&'a self, target: &'a SshTarget) -> NodeListFuture<'a> {
         Box::pin(async move {
-            self.attempts.fetch_add(1, Ordering::Relaxed);
             let answers = self
                 .answering
                 .as_ref()
@@ -277,7 +320,6 @@ impl NodeLister for SimulatedSsh {
                     source: std::io::ErrorKind::ConnectionRefused.into(),
                 });
             }
-            self.sessions.fetch_add(1, Ordering::Relaxed);
             tokio::time::sleep(NODE_LISTING).await;
             let names = self.nodes.get(&target.host).cloned().unwrap_or_default();
             Ok(names.into_iter().map(Node::named).collect())
@@ -324,8 +366,17 @@ fn calls_by_command(api: &Client) -> BTreeMap<String, u64> {
 /// the simulated SSH needs to `nodes`, prints the API's URL and the world's size as one JSON
 /// line, serves until its standard input closes, then prints the CPU time it used.
 async fn serve(n: usize, ssh: Ssh, nodes: &str, with_db: bool) {
-    let world = build_world(n);
-    std::fs::write(nodes, ssh_view(&world, ssh).to_string()).expect("write the node view");
+    let mut world = build_world(n);
+    // Real SSH: every control node on a loopback address of its own, an sshd on those that
+    // answer; it lives until the end of this process.
+    let sshd = (ssh == Ssh::Real).then(|| RealSsh::start(&mut world));
+    // Real SSH needs no node lists in the checker's process: the servers have them.
+    let view = match &sshd {
+        Some(sshd) => json!({ "nodes": {}, "answering": null, "real": sshd.settings() }),
+        None => ssh_view(&world, ssh),
+    };
+    std::fs::write(nodes, view.to_string()).expect("write the node view");
+    drop(view);
     let (vms, networks) = (world.vms.len(), world.networks.len());
     // The database holds the same world; its SELECTs are counted while the checker runs.
     let db = with_db.then(|| {
@@ -370,6 +421,197 @@ async fn serve(n: usize, ssh: Ssh, nodes: &str, with_db: bool) {
         "{}",
         json!({ "server_cpu_s": cpu_seconds() - built, "db_selects": db_selects })
     );
+    drop(sshd);
+}
+
+/// The port sshd listens on for CKS clusters on isolated networks.
+const CKS_SSH_PORT: u16 = 2222;
+/// The user the real-SSH listings log in as: a system user whose login shell is `/bin/sh`, so
+/// that each listing runs the script and not the machine's own shell start-up files (root's
+/// `.bashrc` may take longer than the listing itself).
+const BENCH_USER: &str = "cks-drift-bench";
+
+/// Creates [`BENCH_USER`] unless it exists: no home, `/bin/sh`, and `*` as its password
+/// field (sshd without PAM refuses a locked `!` account).
+fn ensure_bench_user() {
+    let exists = Command::new("getent")
+        .args(["passwd", BENCH_USER])
+        .stdout(Stdio::null())
+        .status()
+        .expect("run getent")
+        .success();
+    if !exists {
+        let status = Command::new("useradd")
+            .args(["--system", "--no-create-home", "--home-dir", "/nonexistent"])
+            .args(["--shell", "/bin/sh", "--password", "*", BENCH_USER])
+            .status()
+            .expect("run useradd (the real-SSH benchmark runs as root)");
+        assert!(status.success(), "useradd {BENCH_USER} failed");
+    }
+}
+
+/// OpenSSH servers on loopback for the control nodes of a world that answer (see
+/// [`answering_hosts`]): one sshd each, on the control node's own address in 127.99.0.0/16
+/// and CKS's port 2222. The other control nodes get addresses of their own too, where
+/// nothing listens: the kernel refuses those connections. All servers share one host key and
+/// one authorized PKCS#1 RSA key (what CloudStack generates for CKS). The remote command is a
+/// script that prints the node lines kubectl would print (`LIST_ARGUMENTS` columns: name,
+/// system UUID, provider ID) for the control node the connection came in on, from
+/// `$SSH_CONNECTION`; running a real kubectl per listing would measure kubectl, not the
+/// checker. Stopped on drop.
+struct RealSsh {
+    dir: tempfile::TempDir,
+    servers: Vec<std::process::Child>,
+}
+
+impl RealSsh {
+    fn start(world: &mut World) -> RealSsh {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let base = dir.path().to_path_buf();
+        // The login user reads the script and authorized_keys from here.
+        std::fs::set_permissions(&base, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("open the directory to the login user");
+        for (i, c) in world.clusters.iter_mut().enumerate() {
+            let ip = std::net::Ipv4Addr::new(127, 99, (i / 250 + 1) as u8, (i % 250 + 1) as u8);
+            c.endpoint = format!("https://{ip}:6443/");
+        }
+        let hosts: Vec<String> = world
+            .clusters
+            .iter()
+            .map(|c| endpoint_host(Some(&c.endpoint)).expect("cluster endpoint"))
+            .collect();
+        let answering = answering_hosts(&hosts);
+        // CKS logs in as the first mapped VM's `controlNodeLoginUser`.
+        ensure_bench_user();
+        let firsts: Vec<String> = world
+            .clusters
+            .iter()
+            .zip(&hosts)
+            .filter(|(_, h)| answering.contains(h))
+            .filter_map(|(c, _)| c.map.first().cloned())
+            .collect();
+        for id in firsts {
+            world
+                .vm_mut(&id)
+                .details
+                .insert("controlNodeLoginUser".into(), BENCH_USER.into());
+        }
+        let keygen = |name: &str, args: &[&str]| {
+            let status = Command::new("ssh-keygen")
+                .args(["-q", "-N", "", "-C", "cks-drift-bench", "-f"])
+                .arg(base.join(name))
+                .args(args)
+                .stdin(Stdio::null())
+                .status()
+                .expect("run ssh-keygen");
+            assert!(status.success(), "ssh-keygen {name} failed");
+        };
+        keygen("host_ed25519", &["-t", "ed25519"]);
+        keygen("client_rsa", &["-m", "PEM", "-t", "rsa", "-b", "2048"]);
+        std::fs::copy(base.join("client_rsa.pub"), base.join("authorized_keys"))
+            .expect("write authorized_keys");
+        let host_key = std::fs::read_to_string(base.join("host_ed25519.pub")).expect("host key");
+        let host_key: Vec<&str> = host_key.split_whitespace().take(2).collect();
+        let known_hosts: String = answering
+            .iter()
+            .map(|h| format!("[{h}]:{CKS_SSH_PORT} {}\n", host_key.join(" ")))
+            .collect();
+        std::fs::write(base.join("known_hosts"), known_hosts).expect("write known_hosts");
+
+        // What each answering control node's kubectl would print: its cluster's nodes (the
+        // mapped VMs but etcd nodes), with the system UUIDs their guests see.
+        let vms: HashMap<&str, &cks_drift_sim::SimVm> =
+            world.vms.iter().map(|vm| (vm.id.as_str(), vm)).collect();
+        let mut script =
+            String::from("#!/bin/sh\ncase \"$(echo $SSH_CONNECTION | cut -d' ' -f3)\" in\n");
+        for (c, host) in world.clusters.iter().zip(&hosts) {
+            if !answering.contains(host) {
+                continue;
+            }
+            script.push_str(&format!("  {host}) printf '%s\\n'"));
+            for vm in c.map.iter().filter_map(|id| vms.get(id.as_str())) {
+                if vm.isetcdnode != Some(true) && !vm.removed {
+                    script.push_str(&format!(
+                        " '{}   {}   <none>'",
+                        vm.name.to_lowercase(),
+                        vm.system_uuid()
+                    ));
+                }
+            }
+            script.push_str(" ;;\n");
+        }
+        script.push_str("  *) echo \"no control node at $SSH_CONNECTION\" >&2; exit 3 ;;\nesac\n");
+        let command = base.join("list-nodes.sh");
+        std::fs::write(&command, script).expect("write the node-listing script");
+        std::fs::set_permissions(
+            &command,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .expect("make the script executable");
+
+        // sshd refuses to start without its privilege-separation directory.
+        std::fs::create_dir_all("/run/sshd").expect("create /run/sshd");
+        let mut servers = Vec::new();
+        for (i, host) in answering.iter().enumerate() {
+            let config = format!(
+                "Port {CKS_SSH_PORT}\n\
+                 ListenAddress {host}\n\
+                 HostKey {base}/host_ed25519\n\
+                 PidFile {base}/sshd-{i}.pid\n\
+                 UsePAM no\n\
+                 PasswordAuthentication no\n\
+                 KbdInteractiveAuthentication no\n\
+                 StrictModes no\n\
+                 AuthorizedKeysFile {base}/authorized_keys\n\
+                 PubkeyAcceptedAlgorithms rsa-sha2-512,rsa-sha2-256,ssh-ed25519\n\
+                 LogLevel ERROR\n",
+                base = base.display()
+            );
+            let path = base.join(format!("sshd-{i}.conf"));
+            std::fs::write(&path, config).expect("write sshd_config");
+            let server = Command::new("/usr/sbin/sshd")
+                .args(["-D", "-f"])
+                .arg(&path)
+                .arg("-E")
+                .arg(base.join(format!("sshd-{i}.log")))
+                .stdin(Stdio::null())
+                .spawn()
+                .expect("start sshd (as root, from openssh-server)");
+            servers.push(server);
+        }
+        let started = Instant::now();
+        for host in &answering {
+            let addr: std::net::SocketAddr =
+                format!("{host}:{CKS_SSH_PORT}").parse().expect("address");
+            while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+                assert!(
+                    started.elapsed() < Duration::from_secs(20),
+                    "sshd is not listening on {addr}"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        RealSsh { dir, servers }
+    }
+
+    /// The checker's `[ssh]` settings for these servers.
+    fn settings(&self) -> Value {
+        let base = self.dir.path();
+        json!({
+            "private_key": base.join("client_rsa"),
+            "known_hosts": base.join("known_hosts"),
+            "command": base.join("list-nodes.sh"),
+        })
+    }
+}
+
+impl Drop for RealSsh {
+    fn drop(&mut self) {
+        for server in &mut self.servers {
+            let _ = server.kill();
+            let _ = server.wait();
+        }
+    }
 }
 
 /// One measurement of the checker (`cycle`) or of the cron-style script (`script`) against the
@@ -385,7 +627,25 @@ async fn measure(mode: &str, concurrency: usize, url: &str, nodes: &str) -> Valu
     let rss_start = proc_status_kib("VmRSS");
     let view: Value = serde_json::from_str(&std::fs::read_to_string(nodes).expect("node view"))
         .expect("node view JSON");
-    let lister = Arc::new(SimulatedSsh::from_view(&view));
+    // Real SSH logs in as the benchmark's user; the simulated SSH takes anyone.
+    let (inner, default_user): (Box<dyn NodeLister>, &str) = match view.get("real") {
+        Some(real) => {
+            let path = |key: &str| std::path::PathBuf::from(real[key].as_str().expect("path"));
+            let ssh = SshSettings {
+                private_key: path("private_key"),
+                user: BENCH_USER.to_string(),
+                known_hosts: path("known_hosts"),
+                host_key_policy: HostKeyPolicy::Strict,
+                connect_timeout: Duration::from_secs(10),
+                command_timeout: Duration::from_secs(20),
+                command: path("command").display().to_string(),
+            };
+            let lister = SshNodeLister::new(&ssh).expect("the bench's client key");
+            (Box::new(lister), BENCH_USER)
+        }
+        None => (Box::new(SimulatedSsh::from_view(&view)), "cloud"),
+    };
+    let lister = Arc::new(Counted::new(inner));
     drop(view);
     let settings = CloudStackSettings {
         url: url.to_string(),
@@ -423,7 +683,7 @@ async fn measure(mode: &str, concurrency: usize, url: &str, nodes: &str) -> Valu
             let settings = CycleSettings {
                 policy: Policy::default(),
                 concurrency,
-                default_user: "cloud".to_string(),
+                default_user: default_user.to_string(),
                 node_deadline: std::time::Duration::from_secs(600),
                 database,
             };
@@ -616,11 +876,16 @@ fn floor(m: &Value) -> (f64, String) {
     let refused = u(m, "ssh_attempts") - answering;
     let node_total = answering as f64 * NODE_LISTING.as_secs_f64()
         + refused as f64 * REFUSED_AFTER.as_secs_f64();
-    let nodes = (node_total / u(m, "concurrency") as f64).max(if answering > 0 {
-        NODE_LISTING.as_secs_f64()
+    let nodes = if m["ssh"] == "real" {
+        // Real listings take what they take; the floor counts the API alone.
+        0.0
     } else {
-        REFUSED_AFTER.as_secs_f64()
-    });
+        (node_total / u(m, "concurrency") as f64).max(if answering > 0 {
+            NODE_LISTING.as_secs_f64()
+        } else {
+            REFUSED_AFTER.as_secs_f64()
+        })
+    };
     let before_again = (first as f64 * latency + nodes).max(vms as f64 * latency);
     (
         before_again + again as f64 * latency,
@@ -726,13 +991,13 @@ fn parent(sizes: &[usize], concurrency: usize) {
         let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
         println!(
             "targets at {} clusters / {} VMs: wall/floor {wf:.2} <= 1.5 {}; API calls {calls} <= \
-             {} {}; peak RSS {rss:.1} MiB < 64 {}",
+             {} {}; peak RSS {rss:.1} MiB < 48 {}",
             u(last, "clusters"),
             u(last, "vms"),
             verdict(wf <= 1.5),
             budget(last),
             verdict(calls <= budget(last)),
-            verdict(rss < 64.0)
+            verdict(rss < 48.0)
         );
     }
 
@@ -762,7 +1027,7 @@ fn parent(sizes: &[usize], concurrency: usize) {
                 let per = per_cluster.get(&ssh).copied().unwrap_or(f64::NAN);
                 let estimate = match ssh {
                     Ssh::Answers => per * n as f64,
-                    Ssh::MostRefuse => extrapolate_refusing(per, n),
+                    Ssh::MostRefuse | Ssh::Real => extrapolate_refusing(per, n),
                 };
                 (
                     estimate,
@@ -822,6 +1087,78 @@ fn with_and_without_database(sizes: &[usize], concurrency: usize) {
     println!(
         "DB query: SELECTs the database server counted (Com_select) during the cycle: the \
          driver's read of the session's settings at login, the schema check and the map query."
+    );
+}
+
+/// Per size: one cycle with simulated SSH where every control node answers, one with
+/// simulated SSH where [`ANSWERING`] answer and the others refuse, and one with real SSH in
+/// the same shape (see [`RealSsh`]): wall time, floor, API calls, listings and peak RSS.
+fn real_and_simulated_ssh(sizes: &[usize], concurrency: usize) {
+    println!(
+        "cks-drift cycle benchmark, real and simulated SSH, {}",
+        Timestamp::now()
+    );
+    println!(
+        "API as in the main benchmark ({} ms per call, pages of 500). Simulated SSH: a lister \
+         that sleeps {} ms (or refuses after {} ms). Real SSH: OpenSSH sshd on 127.99.x.y:{} for \
+         {ANSWERING} control nodes, nothing listening on the others' addresses; the remote \
+         command is a script printing the node lines. check.concurrency {concurrency}.",
+        API_LATENCY.as_millis(),
+        NODE_LISTING.as_millis(),
+        REFUSED_AFTER.as_millis(),
+        CKS_SSH_PORT,
+    );
+    println!(
+        "{:>8} {:>7} {:>18} {:>7} {:>7} {:>5} {:>6} {:>7} {:>7} {:>5}",
+        "clusters",
+        "VMs",
+        "SSH",
+        "wall s",
+        "floor s",
+        "calls",
+        "budget",
+        "answers",
+        "RSS MiB",
+        "CPU s"
+    );
+    for &n in sizes {
+        for (ssh, label) in [
+            (Ssh::Answers, "simulated, all"),
+            (Ssh::MostRefuse, "simulated, 50"),
+            (Ssh::Real, "real sshd, 50"),
+        ] {
+            let m = run_child("cycle", n, ssh, concurrency);
+            assert_eq!(
+                u(&m, "checked") + u(&m, "partial"),
+                n as u64,
+                "every cluster: {m}"
+            );
+            assert_eq!(u(&m, "mismatches"), 0, "a consistent world: {m}");
+            if ssh == Ssh::Real {
+                assert_eq!(
+                    u(&m, "ssh_sessions") as usize,
+                    ANSWERING.min(n),
+                    "every sshd answered: {m}"
+                );
+            }
+            println!(
+                "{:>8} {:>7} {:>18} {:>7.2} {:>7.2} {:>5} {:>6} {:>7} {:>7.1} {:>5.2}",
+                n,
+                u(&m, "vms"),
+                label,
+                f(&m, "wall_s"),
+                floor(&m).0,
+                calls_text(&m).0,
+                budget(&m),
+                u(&m, "ssh_sessions"),
+                mib(u(&m, "hwm_kib")),
+                f(&m, "cpu_s"),
+            );
+        }
+    }
+    println!(
+        "RSS MiB: peak (VmHWM) of the checker's process, read from /proc/self/status at the \
+         end of its cycle. floor s: for real SSH, the API's chain alone."
     );
 }
 

@@ -72,7 +72,12 @@ pub fn implausible(nodes: usize, vms: usize) -> bool {
 }
 
 /// Every cluster of the inventory, in its order, skipped with a reason or with its snapshot.
-pub fn assemble(inventory: Inventory) -> Vec<Assembled> {
+///
+/// One at a time: each cluster's named VMs are picked out as indexes into the VM listing, and
+/// copied into its snapshot only when its turn comes; each cluster's inventory is dropped as
+/// its snapshot is made, so a cycle never holds the whole inventory and every snapshot at
+/// once.
+pub fn assemble(inventory: Inventory) -> impl Iterator<Item = Assembled> {
     let Inventory {
         clusters,
         vms,
@@ -85,35 +90,52 @@ pub fn assemble(inventory: Inventory) -> Vec<Assembled> {
         .filter(|&i| skip_reason(&clusters[i]).is_none())
         .collect();
 
-    // Every VM id in any cluster's map, checked or not.
-    let mut mapped_by: HashMap<&str, usize> = HashMap::new();
-    for (i, c) in clusters.iter().enumerate() {
-        for vm in &c.virtualmachines {
-            mapped_by.entry(vm.id.as_str()).or_insert(i);
+    let (mut named, mut elsewhere) = {
+        // Every VM id in any cluster's map, checked or not.
+        let mut mapped_by: HashMap<&str, usize> = HashMap::new();
+        for (i, c) in clusters.iter().enumerate() {
+            for vm in &c.virtualmachines {
+                mapped_by.entry(vm.id.as_str()).or_insert(i);
+            }
         }
-    }
 
-    let index = NameIndex::new(checkable.iter().filter_map(|&i| {
-        let c = &clusters[i];
-        owner_of_cluster(c).map(|o| (o, c.name.as_str(), c.id.as_str()))
-    }));
+        let index = NameIndex::new(checkable.iter().filter_map(|&i| {
+            let c = &clusters[i];
+            owner_of_cluster(c).map(|o| (o, c.name.as_str(), c.id.as_str()))
+        }));
 
-    // The owner's VMs named as nodes of each checkable cluster, in one pass over the VMs.
-    let mut named: HashMap<usize, Vec<Vm>> = HashMap::new();
-    for vm in &vms {
-        let Some(owner) = owner_of_vm(vm) else {
-            continue;
-        };
-        for (k, role) in index.lookup(&owner, &vm.name) {
-            named
-                .entry(checkable[k])
-                .or_default()
-                .push(to_vm(vm, role == NodeRole::Etcd));
+        // The owner's VMs named as nodes of each checkable cluster, in one pass over the VMs:
+        // their indexes in `vms`, and whether they are named as etcd nodes.
+        let mut named: HashMap<usize, Vec<(usize, bool)>> = HashMap::new();
+        for (v, vm) in vms.iter().enumerate() {
+            let Some(owner) = owner_of_vm(vm) else {
+                continue;
+            };
+            for (k, role) in index.lookup(&owner, &vm.name) {
+                named
+                    .entry(checkable[k])
+                    .or_default()
+                    .push((v, role == NodeRole::Etcd));
+            }
         }
-    }
+        // Of those, the VMs another cluster maps.
+        let mut elsewhere: HashMap<usize, BTreeSet<String>> = HashMap::new();
+        for (&i, list) in &named {
+            let ids: BTreeSet<String> = list
+                .iter()
+                .map(|&(v, _)| &vms[v].id)
+                .filter(|id| mapped_by.get(id.as_str()).is_some_and(|&j| j != i))
+                .cloned()
+                .collect();
+            if !ids.is_empty() {
+                elsewhere.insert(i, ids);
+            }
+        }
+        (named, elsewhere)
+    };
 
-    let mut out = Vec::with_capacity(clusters.len());
-    for (i, c) in clusters.iter().enumerate() {
+    clusters.into_iter().enumerate().map(move |(i, c)| {
+        let c = &c;
         let info = cluster_info(c);
         let skipped = |kind, reason: String| Verdict::Skipped { kind, reason };
         let verdict = if let Some(reason) = skip_reason(c) {
@@ -151,12 +173,13 @@ pub fn assemble(inventory: Inventory) -> Vec<Assembled> {
                             .iter()
                             .map(|vm| to_vm(vm, is_etcd_name(&vm.name)))
                             .collect();
-                        let named = named.remove(&i).unwrap_or_default();
-                        let mapped_elsewhere: BTreeSet<String> = named
-                            .iter()
-                            .filter(|vm| mapped_by.get(vm.id.as_str()).is_some_and(|&j| j != i))
-                            .map(|vm| vm.id.clone())
+                        let named: Vec<Vm> = named
+                            .remove(&i)
+                            .unwrap_or_default()
+                            .into_iter()
+                            .map(|(v, etcd)| to_vm(&vms[v], etcd))
                             .collect();
+                        let mapped_elsewhere = elsewhere.remove(&i).unwrap_or_default();
                         let (view, failure) = nodes.remove(&i).unwrap_or((
                             NodeView::Unknown {
                                 reason: "the node listing did not finish".into(),
@@ -200,7 +223,7 @@ pub fn assemble(inventory: Inventory) -> Vec<Assembled> {
                 },
             }
         };
-        out.push(Assembled {
+        Assembled {
             id: c.id.clone(),
             name: c.name.clone(),
             zone_id: c.zoneid.clone(),
@@ -212,7 +235,6 @@ pub fn assemble(inventory: Inventory) -> Vec<Assembled> {
                 .collect(),
             expected_vms: info.expected_vms(),
             verdict,
-        });
-    }
-    out
+        }
+    })
 }

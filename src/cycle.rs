@@ -115,7 +115,6 @@ pub async fn run_cycle(
                 .await?;
         let map_source = inventory.map_source.clone();
         let clusters = assemble(inventory)
-            .into_iter()
             .map(|a| outcome(a, &settings.policy, now))
             .collect();
         let report = CycleReport {

@@ -821,7 +821,6 @@ pub async fn explain(
     let raw = pick(&inventory.clusters, &id)?.clone();
     let strangers = strangers(&raw, &inventory.vms);
     let assembled = assemble(inventory)
-        .into_iter()
         .find(|a| a.id == id)
         .ok_or_else(|| ExplainError::NotFound(id.clone()))?;
     let policy = Policy {

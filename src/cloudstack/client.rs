@@ -254,6 +254,8 @@ impl Client {
                 rows.extend(answer.rows);
                 if paging.complete_after(answer.read, answer.count) {
                     // Pages still in flight are past the end: dropping them cancels them.
+                    // The rows are kept for the whole cycle: not the room doubling left.
+                    rows.shrink_to_fit();
                     return Ok(rows);
                 }
             }

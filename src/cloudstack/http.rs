@@ -81,7 +81,13 @@ impl HttpTransport {
         };
         let mut response = builder.send().await.map_err(|e| self.transport_error(e))?;
         let status = response.status().as_u16();
-        let mut body = Vec::new();
+        // Sized from Content-Length when the server sends one (within the limit): growing by
+        // doubling would hold up to twice a page, and a page of clusters is megabytes.
+        let announced = response
+            .content_length()
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|&n| n <= MAX_BODY);
+        let mut body = Vec::with_capacity(announced.unwrap_or(0));
         while let Some(chunk) = response
             .chunk()
             .await
@@ -95,7 +101,9 @@ impl HttpTransport {
             }
             body.extend_from_slice(&chunk);
         }
-        let body = String::from_utf8_lossy(&body).into_owned();
+        // Valid UTF-8 (every answer CloudStack sends) becomes the string without a copy.
+        let body = String::from_utf8(body)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
         Ok(RawResponse { status, body })
     }
 

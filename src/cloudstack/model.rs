@@ -3,8 +3,6 @@
 //! Only fields the checker uses are declared; everything else in a response is ignored, so
 //! newer or older management servers with extra or missing optional fields parse the same.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Deserializer};
 
 /// One entry of `listKubernetesClusters` (`kubernetescluster`).
@@ -52,8 +50,6 @@ pub struct VirtualMachine {
     #[serde(default)]
     pub name: String,
     #[serde(default)]
-    pub displayname: Option<String>,
-    #[serde(default)]
     pub state: String,
     #[serde(default)]
     pub created: Option<String>,
@@ -66,15 +62,35 @@ pub struct VirtualMachine {
     #[serde(default)]
     pub projectid: Option<String>,
     #[serde(default)]
-    pub zoneid: Option<String>,
-    #[serde(default)]
-    pub vmtype: Option<String>,
-    #[serde(default)]
     pub isetcdnode: Option<bool>,
+    /// The details the checker reads; the others are dropped while the answer is read.
     #[serde(default)]
-    pub isexternalnode: Option<bool>,
-    #[serde(default)]
-    pub details: BTreeMap<String, String>,
+    pub details: VmDetails,
+}
+
+/// The VM details cks-drift reads: `controlNodeLoginUser`, where CKS logs in. A VM has a
+/// dozen others (disk sizes, keyboard, boot type, ...); as a map, even one entry would cost a
+/// B-tree leaf of about 550 bytes, for every VM of every cluster, twice per cycle.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct VmDetails {
+    control_node_login_user: Option<String>,
+}
+
+/// The detail [`VmDetails`] keeps.
+const LOGIN_USER: &str = "controlNodeLoginUser";
+
+impl VmDetails {
+    /// The value of detail `name`, if it is one the checker keeps and the VM has it.
+    pub fn get(&self, name: &str) -> Option<&String> {
+        match name {
+            LOGIN_USER => self.control_node_login_user.as_ref(),
+            _ => None,
+        }
+    }
+
+    pub fn clear(&mut self) {
+        *self = VmDetails::default();
+    }
 }
 
 /// One entry of `listNetworks` (`network`).
@@ -119,6 +135,69 @@ pub struct Annotation {
     pub entitytype: Option<String>,
     #[serde(default)]
     pub annotation: Option<String>,
+}
+
+/// Reads a `details` object keeping only what [`VmDetails`] holds; the other values are
+/// skipped without being copied.
+impl<'de> Deserialize<'de> for VmDetails {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(Kept)
+    }
+}
+
+struct Kept;
+
+impl<'de> serde::de::Visitor<'de> for Kept {
+    type Value = VmDetails;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a map of VM details")
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(VmDetails::default())
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut kept = VmDetails::default();
+        while let Some(key) = map.next_key::<DetailKey>()? {
+            match key {
+                DetailKey::LoginUser => kept.control_node_login_user = Some(map.next_value()?),
+                DetailKey::Other => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(kept)
+    }
+}
+
+/// A detail's name, told apart without copying it.
+enum DetailKey {
+    LoginUser,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for DetailKey {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Key;
+        impl serde::de::Visitor<'_> for Key {
+            type Value = DetailKey;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a detail name")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<DetailKey, E> {
+                Ok(if key == LOGIN_USER {
+                    DetailKey::LoginUser
+                } else {
+                    DetailKey::Other
+                })
+            }
+        }
+        d.deserialize_str(Key)
+    }
 }
 
 /// CloudStack writes some numbers as strings, depending on the field and the release.
@@ -176,7 +255,8 @@ mod tests {
             c.virtualmachines[0].created.as_deref(),
             Some("2022-04-18T06:21:58+0000")
         );
-        assert_eq!(c.virtualmachines[0].details["rootdisksize"], "8");
+        // Details the checker does not read are not kept.
+        assert_eq!(c.virtualmachines[0].details.get("rootdisksize"), None);
     }
 
     #[test]
@@ -196,6 +276,24 @@ mod tests {
         let nets: Vec<Network> = serde_json::from_value(list.clone()).unwrap();
         assert!(!nets.is_empty());
         assert!(nets.iter().all(|n| n.network_type.is_some()));
+    }
+
+    #[test]
+    fn only_the_details_the_checker_reads_are_kept() {
+        let vm: VirtualMachine = serde_json::from_str(
+            r#"{"id":"v","details":{"rootdisksize":"8","controlNodeLoginUser":"core","Message.ReservedCapacityFreed.Flag":"false"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            vm.details.get("controlNodeLoginUser").map(String::as_str),
+            Some("core")
+        );
+        let vm: VirtualMachine =
+            serde_json::from_str(r#"{"id":"v","details":{"rootdisksize":"8"}}"#).unwrap();
+        assert_eq!(vm.details, VmDetails::default());
+        let vm: VirtualMachine = serde_json::from_str(r#"{"id":"v","details":null}"#).unwrap();
+        assert_eq!(vm.details, VmDetails::default());
+        assert!(serde_json::from_str::<VirtualMachine>(r#"{"id":"v","details":[1]}"#).is_err());
     }
 
     #[test]
