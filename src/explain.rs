@@ -148,18 +148,6 @@ fn role_text(role: NodeRole) -> &'static str {
     }
 }
 
-/// A person's wording of a duration in whole units (`15m`, `2h30m`, `40s`).
-fn short(d: std::time::Duration) -> String {
-    let s = d.as_secs();
-    match (s / 3600, (s % 3600) / 60, s % 60) {
-        (0, 0, sec) => format!("{sec}s"),
-        (0, m, 0) => format!("{m}m"),
-        (0, m, sec) => format!("{m}m{sec}s"),
-        (h, 0, 0) => format!("{h}h"),
-        (h, m, _) => format!("{h}h{m}m"),
-    }
-}
-
 /// Explains one assembled cluster. `strangers` are the VMs named like its nodes that
 /// another account or project owns; `state` is the state file's content, if there is one.
 pub fn explanation(
@@ -293,7 +281,7 @@ fn vm_lines(
     findings: &HashSet<String>,
     policy: &Policy,
 ) -> Vec<VmLine> {
-    let grace = short(policy.grace_period);
+    let grace = crate::config::human_duration(policy.grace_period);
     // The VM ids some node is, by identity or by name.
     let listed: Option<HashSet<String>> = node_matches(snap).map(|m| {
         m.into_iter()
@@ -595,7 +583,7 @@ pub fn to_text(e: &Explanation) -> String {
         format!(
             "{how}, at {}, grace period {}",
             e.at,
-            short(std::time::Duration::from_secs(e.grace_period_seconds))
+            crate::config::human_duration(std::time::Duration::from_secs(e.grace_period_seconds))
         ),
     );
     w(&mut out, String::new());

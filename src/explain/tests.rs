@@ -1,4 +1,4 @@
-//! Finding the cluster asked for, and durations as people write them.
+//! Finding the cluster asked for.
 use super::*;
 
 fn cluster(id: &str, name: &str) -> KubernetesCluster {
@@ -22,14 +22,4 @@ fn a_cluster_is_found_by_id_then_by_name() {
         pick(&all, "x\x1b[2J").unwrap_err().to_string(),
         "no Kubernetes cluster is named or has the id \"x\\u{1b}[2J\"; `cks-drift check` lists them"
     );
-}
-
-#[test]
-fn durations_are_short() {
-    use std::time::Duration;
-    assert_eq!(short(Duration::from_secs(0)), "0s");
-    assert_eq!(short(Duration::from_secs(900)), "15m");
-    assert_eq!(short(Duration::from_secs(90)), "1m30s");
-    assert_eq!(short(Duration::from_secs(7200)), "2h");
-    assert_eq!(short(Duration::from_secs(9000)), "2h30m");
 }
