@@ -66,6 +66,7 @@ fn main() {
                     name: vm.name.to_lowercase(),
                     system_uuid: Some(vm.system_uuid()),
                     provider_id: None,
+                    ready: None,
                 }
             })
             .collect();

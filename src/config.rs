@@ -400,9 +400,11 @@ pub const ENV_DB_PASSWORD: &str = "CKS_DRIFT_DB_PASSWORD";
 
 pub const DEFAULT_STATE_PATH: &str = "/var/lib/cks-drift/state.json";
 pub const DEFAULT_KNOWN_HOSTS: &str = "/var/lib/cks-drift/known_hosts";
-/// Lists each node's name, system UUID and provider ID (`remote::kubectl::LIST_ARGUMENTS`).
+/// Lists each node's name, readiness, system UUID and provider ID
+/// (`remote::kubectl::LIST_ARGUMENTS`).
 pub const DEFAULT_COMMAND: &str = "sudo -n /opt/bin/kubectl get nodes --no-headers \
-    -o custom-columns=NAME:.metadata.name,UUID:.status.nodeInfo.systemUUID,PROVIDER:.spec.providerID";
+    -o 'custom-columns=NAME:.metadata.name,READY:.status.conditions[?(@.type==\"Ready\")].status,\
+    UUID:.status.nodeInfo.systemUUID,PROVIDER:.spec.providerID'";
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9712";
 /// `check.blind_after`'s default.
 pub const DEFAULT_BLIND_AFTER: Duration = Duration::from_secs(30 * 60);

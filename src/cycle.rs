@@ -232,6 +232,7 @@ mod tests {
                     name: vm.name.to_lowercase(),
                     system_uuid: Some(vm.system_uuid()),
                     provider_id: None,
+                    ready: None,
                 }
             })
             .collect();

@@ -28,7 +28,7 @@ use crate::diff::Policy;
 use crate::engine::{Engine, Store, Tick};
 use crate::error_chain::error_chain;
 use crate::notify::DeliverySettings;
-use crate::remote::{NodeListError, NodeListFuture, NodeLister, SshTarget};
+use crate::remote::{NodeListError, NodeListFuture, NodeLister, Readiness, SshTarget};
 use crate::report;
 use crate::snapshot::Node;
 use crate::state::file::{StateError, StateFile};
@@ -135,6 +135,7 @@ fn node_of(w: &World, vm_id: &str) -> Node {
         name: vm.map(|v| v.name.to_lowercase()).unwrap_or_default(),
         system_uuid: vm.map(|v| v.system_uuid().to_lowercase()),
         provider_id: None,
+        ready: Some(Readiness::Ready),
     }
 }
 
@@ -207,6 +208,8 @@ impl Scenario {
             name: ghost_node.clone(),
             system_uuid: Some(EXPUNGED_VM_UUID.to_string()),
             provider_id: None,
+            // Its VM is gone, so its kubelet stopped posting status long ago.
+            ready: Some(Readiness::Unknown),
         });
         nodes.set(&db_host, db_nodes);
 

@@ -353,7 +353,8 @@ pub fn node_list(e: &NodeListError) -> Diagnosis {
             Step::Kubectl,
             format!(
                 "{chained}; ssh.command must print one node a line, as kubectl get nodes {} \
-                 does (name, system UUID, provider ID), or node/<name> lines as -o name does",
+                 does (name, readiness, system UUID, provider ID), or node/<name> lines as -o \
+                 name does",
                 crate::remote::kubectl::LIST_ARGUMENTS
             ),
         ),

@@ -23,6 +23,7 @@ use crate::diff::{GONE_EXPUNGED, GONE_MISSING, Mismatch, Policy, Subject, diff};
 use crate::error_chain::error_chain;
 use crate::identity::{Identity, host_label, identify};
 use crate::naming::{ClusterPrefixes, NodeRole};
+use crate::remote::Readiness;
 use crate::snapshot::{ClusterSnapshot, NodeView, Owner, VanishedHow, Vm, VmState};
 use crate::state::{State, record_key, side_key};
 use crate::time::Timestamp;
@@ -92,6 +93,9 @@ pub struct VmLine {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NodeLine {
     pub name: String,
+    /// Its `Ready` condition: `Ready`, `NotReady` or `Unknown` (the kubelet went silent);
+    /// `None` when it has none or the command does not list it.
+    pub ready: Option<&'static str>,
     /// `status.nodeInfo.systemUUID` and `spec.providerID`, as listed.
     pub system_uuid: Option<String>,
     pub provider_id: Option<String>,
@@ -510,6 +514,7 @@ fn node_lines(
                 };
                 NodeLine {
                     name: node.name.clone(),
+                    ready: node.ready.map(Readiness::as_str),
                     system_uuid: node.system_uuid.clone(),
                     provider_id: node.provider_id.clone(),
                     vm: vm.map(|(id, name)| format!("{name} ({id})")),
@@ -636,8 +641,9 @@ pub fn to_text(e: &Explanation) -> String {
                 w(
                     &mut out,
                     format!(
-                        "  {}, system UUID {}{}{}",
+                        "  {}, {}, system UUID {}{}{}",
                         escaped(&n.name),
+                        n.ready.unwrap_or("readiness not listed"),
                         n.system_uuid.as_deref().map_or("-".into(), escaped),
                         n.provider_id
                             .as_deref()

@@ -109,6 +109,7 @@ mod tests {
             name: name.into(),
             system_uuid: uuid.map(str::to_string),
             provider_id: provider.map(str::to_string),
+            ready: None,
         }
     }
 

@@ -313,6 +313,17 @@ fn setting_warnings(raw: &Raw<'_>) -> Vec<Finding> {
             ),
         ));
     }
+    if lists_no_readiness(command) {
+        out.push(Finding::warning(
+            "ssh.command",
+            format!(
+                "{command:?} lists no readiness (no READY column): `cks-drift explain` cannot \
+                 say whether each node is Ready; list it too with \"kubectl get nodes {}\" \
+                 (the default)",
+                crate::remote::kubectl::LIST_ARGUMENTS
+            ),
+        ));
+    }
     if let Some(what) = shell_syntax(command) {
         let timeout = raw
             .str("ssh.command_timeout")
@@ -600,9 +611,22 @@ pub async fn connect(config: &Config) -> Vec<Finding> {
     out
 }
 
-/// What a node listing gave, for the connection test: how many nodes, and how many of them
-/// carry an identity (a system UUID or provider ID) to be matched by.
+/// What a node listing gave, for the connection test: how many nodes, how many of them carry
+/// an identity (a system UUID or provider ID) to be matched by, and how many are Ready where
+/// readiness is listed.
 fn listed(nodes: &[crate::snapshot::Node]) -> String {
+    let summary = identities(nodes);
+    if nodes.iter().all(|n| n.ready.is_none()) {
+        return summary;
+    }
+    let ready = nodes
+        .iter()
+        .filter(|n| n.ready == Some(crate::remote::Readiness::Ready))
+        .count();
+    format!("{summary}; {ready} of them Ready")
+}
+
+fn identities(nodes: &[crate::snapshot::Node]) -> String {
     let plural = |n: usize| if n == 1 { "" } else { "s" };
     let known = nodes
         .iter()
@@ -633,6 +657,12 @@ pub fn lists_names_only(command: &str) -> bool {
         matches!(w.as_str(), "-oname" | "-o=name" | "--output=name")
             || (matches!(w.as_str(), "-o" | "--output") && next_is_name)
     })
+}
+
+/// Whether `command` prints custom columns without the nodes' conditions, as the previous
+/// default did: nodes are matched as well, but their readiness is not known.
+pub fn lists_no_readiness(command: &str) -> bool {
+    command.contains("custom-columns") && !command.contains(".status.conditions")
 }
 
 /// Runs `validate-config` and returns the exit code: 2 on any error, else 0.

@@ -481,6 +481,7 @@ fn identified(nodes: &[(&str, Option<&str>)]) -> NodeView {
                 name: name.to_string(),
                 system_uuid: uuid.map(str::to_string),
                 provider_id: None,
+                ready: None,
             })
             .collect(),
     )
@@ -683,11 +684,13 @@ fn the_provider_id_is_an_identity_too() {
             name: "renamed".into(),
             system_uuid: Some("4230b1d7-0000-0000-0000-000000000000".into()),
             provider_id: Some("cloudstack:///v2".into()),
+            ready: None,
         },
         Node {
             name: WORKER_3.into(),
             system_uuid: None,
             provider_id: Some("external-cloudstack:///V3".into()),
+            ready: None,
         },
     ]);
     assert_eq!(run(&s), vec![]);

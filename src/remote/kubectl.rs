@@ -1,18 +1,23 @@
 //! Reads what the node-listing command printed on a control node into nodes: the columns of
-//! `kubectl get nodes` with [`LIST_ARGUMENTS`] (name, system UUID, provider ID), or the
-//! `node/<name>` lines of `kubectl get nodes -o name`, the command of earlier releases, which
-//! gives names only. Pure: it neither runs kubectl nor talks SSH (that is `remote::ssh`), and
-//! it does not compare the nodes with anything (that is the diff).
+//! `kubectl get nodes` with [`LIST_ARGUMENTS`] (name, readiness, system UUID, provider ID),
+//! the three columns of the previous release's default (no readiness), or the `node/<name>`
+//! lines of `kubectl get nodes -o name`, the command of earlier releases, which gives names
+//! only. Pure: it neither runs kubectl nor talks SSH (that is `remote::ssh`), and it does not
+//! compare the nodes with anything (that is the diff).
 
 use std::fmt;
 
-use super::Node;
+use super::{Node, Readiness};
 
 /// What the default `ssh.command` passes to `kubectl get nodes`: one line per node, its name,
-/// system UUID and provider ID. Every character is plain for a shell (the command runs in the
-/// login user's shell), unlike a jsonpath template.
-pub const LIST_ARGUMENTS: &str = "--no-headers -o custom-columns=NAME:.metadata.name,\
-UUID:.status.nodeInfo.systemUUID,PROVIDER:.spec.providerID";
+/// the status of its `Ready` condition, its system UUID and its provider ID. The readiness
+/// column needs a jsonpath filter, whose brackets, parentheses and double quotes a shell would
+/// read, so the whole `-o` argument is in single quotes: the one quoting every login shell
+/// (sh, bash, dash, zsh, fish) reads the same way. Readiness comes second so that each line
+/// says which columns it has (see [`columns_line`]).
+pub const LIST_ARGUMENTS: &str = "--no-headers -o 'custom-columns=NAME:.metadata.name,\
+READY:.status.conditions[?(@.type==\"Ready\")].status,\
+UUID:.status.nodeInfo.systemUUID,PROVIDER:.spec.providerID'";
 
 /// Longest excerpt of an offending line kept in a [`ParseError`].
 const EXCERPT_CHARS: usize = 80;
@@ -33,7 +38,8 @@ const NONE: &str = "<none>";
 /// The two outputs a node-listing command may print.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NodeFormat {
-    /// `<name> <system uuid> <provider id>` columns ([`LIST_ARGUMENTS`]).
+    /// `<name> <ready> <system uuid> <provider id>` columns ([`LIST_ARGUMENTS`]), or the
+    /// previous default's `<name> <system uuid> <provider id>`.
     Columns,
     /// `node/<name>` lines (`-o name`): names only.
     Names,
@@ -42,7 +48,7 @@ pub enum NodeFormat {
 impl fmt::Display for NodeFormat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            NodeFormat::Columns => "`<name> <system uuid> <provider id>`",
+            NodeFormat::Columns => "`<name> <ready> <system uuid> <provider id>`",
             NodeFormat::Names => "`node/<name>`",
         })
     }
@@ -103,26 +109,54 @@ fn name_line(line: &str) -> Option<Node> {
 
 /// One line of custom columns. kubectl pads the columns with spaces and prints `<none>` for a
 /// field that is not set, but nothing for a field set to the empty string. Only the system
-/// UUID can be that (the API omits an empty `providerID`, never an empty `systemUUID`), so
-/// two fields are a name and a provider ID. kubectl does not escape what the fields hold: a
-/// field with a space or a control character spoils the line.
+/// UUID can be that (the API omits an empty `providerID`, never an empty `systemUUID`), so a
+/// line has one field fewer when it is. kubectl does not escape what the fields hold: a field
+/// with a space or a control character spoils the line.
+///
+/// Which columns a line has follows from its fields, since a system UUID is never a condition
+/// status:
+///
+/// | fields | columns |
+/// |---|---|
+/// | 4 | name, ready, system UUID, provider ID ([`LIST_ARGUMENTS`]) |
+/// | 3, the second `True`, `False` or `Unknown` | name, ready, provider ID (empty system UUID) |
+/// | 3, else | name, system UUID, provider ID (the previous default) |
+/// | 2 | name, provider ID (the previous default, empty system UUID) |
+///
+/// A `<none>` second of three fields is a missing readiness or system UUID; either way both
+/// are unknown. A node whose `Ready` condition kubectl prints as anything but one status
+/// (`False,True` for a doubled condition) spoils the line like any other malformed field.
 fn columns_line(line: &str) -> Option<Node> {
     let fields: Vec<&str> = line.split_whitespace().collect();
-    let (name, uuid, provider) = match fields.as_slice() {
-        [name, uuid, provider] => (*name, Some(*uuid), *provider),
-        [name, provider] => (*name, None, *provider),
+    let (name, ready, uuid, provider) = match fields.as_slice() {
+        [name, ready, uuid, provider] => (*name, Some(*ready), Some(*uuid), *provider),
+        [name, second, provider] if Readiness::parse(second).is_some() => {
+            (*name, Some(*second), None, *provider)
+        }
+        [name, uuid, provider] => (*name, None, Some(*uuid), *provider),
+        [name, provider] => (*name, None, None, *provider),
         _ => return None,
     };
     let name = name.to_ascii_lowercase();
     if !is_dns1123_subdomain(&name) {
         return None;
     }
+    let ready = match ready {
+        None | Some(NONE) => None,
+        Some(status) => Some(Readiness::parse(status)?),
+    };
     let system_uuid = match uuid {
         None | Some(NONE) => None,
-        Some(uuid) => Some(plain(uuid, MAX_UUID_LEN)?.to_ascii_lowercase()),
+        // kubectl joins several values with commas, as it does for a doubled `Ready`
+        // condition in a line with an empty system UUID; no platform's UUID has one.
+        Some(uuid) => Some(
+            plain(uuid, MAX_UUID_LEN)
+                .filter(|uuid| !uuid.contains(','))?
+                .to_ascii_lowercase(),
+        ),
     };
-    // A provider ID is `<provider>://<path>`; requiring the `://` keeps a three-word banner
-    // line from passing for a node.
+    // A provider ID is `<provider>://<path>`; requiring the `://` keeps a banner line of the
+    // right word count from passing for a node.
     let provider_id = match provider {
         NONE => None,
         id => Some(plain(id, MAX_PROVIDER_ID_LEN).filter(|id| id.contains("://"))?),
@@ -131,6 +165,7 @@ fn columns_line(line: &str) -> Option<Node> {
         name,
         system_uuid,
         provider_id: provider_id.map(str::to_string),
+        ready,
     })
 }
 
@@ -170,6 +205,14 @@ mod tests {
             name: name.into(),
             system_uuid: uuid.map(str::to_string),
             provider_id: provider.map(str::to_string),
+            ready: None,
+        }
+    }
+
+    fn with_ready(node: Node, ready: Readiness) -> Node {
+        Node {
+            ready: Some(ready),
+            ..node
         }
     }
 
@@ -226,7 +269,67 @@ mod tests {
     }
 
     /// What the real kubectl 1.32 printed for [`LIST_ARGUMENTS`]: padded columns, `<none>` for
-    /// a field not set, nothing for an empty system UUID.
+    /// a field not set (no `Ready` condition, no provider ID), nothing for an empty system UUID.
+    #[test]
+    fn reads_readiness_columns_as_kubectl_pads_them() {
+        let out = "\
+web-control-18a2b3c4d5e   True      0F9E8D7C-6B5A-4C3D-2E1F-0A9B8C7D6E5F   cloudstack:///0f9e8d7c-6b5a-4c3d-2e1f-0a9b8c7d6e5f
+web-node-18a2b3c4d6f      Unknown   <none>                                 <none>
+web-node-18a2b3c4d7a      False                                            <none>
+web-node-18a2b3c4d8b      <none>                                           <none>
+manual.k8s.example.com    True      ec2d4a8e-1111-2222-3333-444455556666   external-cloudstack:///abc
+";
+        assert_eq!(
+            parse_nodes(out),
+            Ok(vec![
+                with_ready(
+                    node(
+                        "web-control-18a2b3c4d5e",
+                        Some(UUID),
+                        Some("cloudstack:///0f9e8d7c-6b5a-4c3d-2e1f-0a9b8c7d6e5f")
+                    ),
+                    Readiness::Ready
+                ),
+                with_ready(node("web-node-18a2b3c4d6f", None, None), Readiness::Unknown),
+                with_ready(
+                    node("web-node-18a2b3c4d7a", None, None),
+                    Readiness::NotReady
+                ),
+                node("web-node-18a2b3c4d8b", None, None),
+                with_ready(
+                    node(
+                        "manual.k8s.example.com",
+                        Some("ec2d4a8e-1111-2222-3333-444455556666"),
+                        Some("external-cloudstack:///abc")
+                    ),
+                    Readiness::Ready
+                ),
+            ])
+        );
+        assert_eq!(
+            parse_nodes("a   True   cloudstack:///x\n"),
+            Ok(vec![with_ready(
+                node("a", None, Some("cloudstack:///x")),
+                Readiness::Ready
+            )])
+        );
+    }
+
+    /// A doubled `Ready` condition prints as `False,True`: not one status, so not a node list.
+    #[test]
+    fn refuses_readiness_that_is_not_one_status() {
+        for bad in [
+            format!("a False,True {UUID} <none>"),
+            format!("a true {UUID} <none>"),
+            format!("a Ready {UUID} <none>"),
+            "a False,True <none>".to_string(),
+        ] {
+            assert_eq!(parse_nodes(&bad).unwrap_err().line, 1, "{bad}");
+        }
+    }
+
+    /// What the real kubectl 1.32 printed for the previous default, which had no readiness
+    /// column: still read, readiness unknown.
     #[test]
     fn reads_columns_as_kubectl_pads_them() {
         let out = "\
@@ -305,7 +408,7 @@ manual.k8s.example.com    ec2d4a8e-1111-2222-3333-444455556666   external-clouds
         let err = parse_nodes(&out).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "line 1 of the node list is not `<name> <system uuid> <provider id>`: \
+            "line 1 of the node list is not `<name> <ready> <system uuid> <provider id>`: \
              \"NAME   UUID   PROVIDER\""
         );
     }
@@ -358,7 +461,7 @@ manual.k8s.example.com    ec2d4a8e-1111-2222-3333-444455556666   external-clouds
         assert_eq!(
             err.to_string(),
             format!(
-                "line 1 of the node list is not `<name> <system uuid> <provider id>`: {:?}",
+                "line 1 of the node list is not `<name> <ready> <system uuid> <provider id>`: {:?}",
                 err.excerpt
             )
         );

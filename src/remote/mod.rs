@@ -1,5 +1,5 @@
-//! The Kubernetes view of a cluster: the nodes its control node reports (names, system UUIDs,
-//! provider IDs), read over SSH. `ssh` runs the command, `kubectl` parses its output. Which
+//! The Kubernetes view of a cluster: the nodes its control node reports (names, readiness,
+//! system UUIDs, provider IDs), read over SSH. `ssh` runs the command, `kubectl` parses its output. Which
 //! host and user to reach comes from the CloudStack view; comparing the nodes belongs to the
 //! diff.
 
@@ -27,6 +27,10 @@ pub struct Node {
     /// `spec.providerID` as listed, e.g. `cloudstack:///<vm uuid>` where the CloudStack cloud
     /// provider runs; `None` when it is not set or was not listed.
     pub provider_id: Option<String>,
+    /// The status of its `Ready` condition; `None` when it has none or it was not listed
+    /// (the command of earlier releases lists no readiness). Shown to the operator only: the
+    /// rules compare nodes with VMs whatever their readiness, as CloudStack's check does.
+    pub ready: Option<Readiness>,
 }
 
 impl Node {
@@ -36,7 +40,48 @@ impl Node {
             name: name.into(),
             system_uuid: None,
             provider_id: None,
+            ready: None,
         }
+    }
+}
+
+/// The status of a node's `Ready` condition, one of Kubernetes' three condition statuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readiness {
+    /// `True`: the kubelet is healthy and ready to accept pods.
+    Ready,
+    /// `False`: the kubelet reports itself not ready (network plugin, runtime, pressure).
+    NotReady,
+    /// `Unknown`: the node controller stopped hearing from the kubelet (by default after
+    /// 40 seconds), as when the VM is stopped or cut off.
+    Unknown,
+}
+
+impl Readiness {
+    /// The condition's status as the API spells it.
+    pub fn parse(status: &str) -> Option<Readiness> {
+        match status {
+            "True" => Some(Readiness::Ready),
+            "False" => Some(Readiness::NotReady),
+            "Unknown" => Some(Readiness::Unknown),
+            _ => None,
+        }
+    }
+
+    /// As `kubectl get nodes` shows it in its STATUS column, save that `Unknown` is kept
+    /// apart from `NotReady`: it says the kubelet went silent, not that it complained.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Readiness::Ready => "Ready",
+            Readiness::NotReady => "NotReady",
+            Readiness::Unknown => "Unknown",
+        }
+    }
+}
+
+impl fmt::Display for Readiness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

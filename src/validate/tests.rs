@@ -49,6 +49,23 @@ fn names_only_commands_are_recognised() {
 }
 
 #[test]
+fn commands_without_readiness_are_recognised() {
+    assert!(lists_no_readiness(
+        "sudo -n /opt/bin/kubectl get nodes --no-headers -o custom-columns=NAME:.metadata.name,\
+         UUID:.status.nodeInfo.systemUUID,PROVIDER:.spec.providerID"
+    ));
+    for command in [
+        DEFAULT_COMMAND,
+        // Names only is warned about on its own.
+        "kubectl get nodes -o name",
+        "/usr/local/bin/list-nodes",
+    ] {
+        assert!(!lists_no_readiness(command), "{command}");
+    }
+    assert!(shell_syntax(DEFAULT_COMMAND).is_none());
+}
+
+#[test]
 fn shell_syntax_is_named() {
     let cases = [
         (
@@ -266,4 +283,32 @@ fn storms_turned_off_are_warned_about() {
             "warning: notify.storm_clusters: is \"off\": every finding is alerted on its own however many come at once, so one outage (storage, network, SSH across the cloud) sends an alert and an annotation per finding; the default \"20%\" sends one storm alert instead"
         ]
     );
+}
+
+#[test]
+fn a_listing_is_summed_up_with_identities_and_readiness() {
+    use crate::remote::Readiness;
+    use crate::snapshot::Node;
+    let node = |name: &str, uuid: Option<&str>, ready: Option<Readiness>| Node {
+        system_uuid: uuid.map(str::to_string),
+        ready,
+        ..Node::named(name)
+    };
+    assert_eq!(
+        listed(&[
+            node("a", Some("u1"), Some(Readiness::Ready)),
+            node("b", Some("u2"), Some(Readiness::Unknown)),
+            node("c", None, None),
+        ]),
+        "ssh.command listed 3 nodes, 2 with a system UUID or provider ID; 1 of them Ready"
+    );
+    assert_eq!(
+        listed(&[node("a", Some("u1"), None)]),
+        "ssh.command listed 1 node, 1 with a system UUID or provider ID"
+    );
+    assert_eq!(
+        listed(&[node("a", None, None)]),
+        "ssh.command listed 1 node, by name only (none with a system UUID or provider ID): they are matched to VMs by name"
+    );
+    assert_eq!(listed(&[]), "ssh.command listed 0 nodes");
 }

@@ -71,7 +71,8 @@ fn write_config(dir: &Path, text: &str, mode: u32) -> PathBuf {
     path
 }
 
-/// A complete config for `url`, keeping every file in `dir`.
+/// A complete config for `url`, keeping every file in `dir`. `command` is written with Rust's
+/// string escaping, which for quotes and backslashes is a TOML basic string's.
 fn config_text(dir: &Path, url: &str, secret: &str, key: &Path, command: &str) -> String {
     let d = dir.display();
     format!(
@@ -87,7 +88,7 @@ user = "root"
 known_hosts = "{d}/known_hosts"
 connect_timeout = "5s"
 command_timeout = "5s"
-command = "{command}"
+command = {command:?}
 
 [state]
 path = "{d}/state.json"
@@ -122,7 +123,7 @@ fn cloud(endpoint: Option<Ipv4Addr>) -> (Arc<Sim>, String, Vec<String>) {
 
 /// `printf` of the node lines kubectl would print for `names`.
 fn printf_nodes(names: &[String]) -> String {
-    let lines: String = names.iter().map(|n| format!("node/{n}\\\\n")).collect();
+    let lines: String = names.iter().map(|n| format!("node/{n}\\n")).collect();
     format!("printf '{lines}'")
 }
 

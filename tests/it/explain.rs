@@ -67,11 +67,17 @@ async fn each_upstream_scenario_is_explained() {
     cloud
         .sim()
         .with_world(|w| w.set_vm_state(&dead, "Destroyed"));
-    // Scenario 4: kubelet stopped, the node deleted from Kubernetes; and a node renamed by
-    // its tenant, still the VM by its system UUID.
+    // Scenario 4: kubelet stopped, the node deleted from Kubernetes; and on another worker
+    // the kubelet stopped too, so its node is still listed but Unknown.
     let k = cloud.map(&kubelet);
     let names: Vec<String> = k.iter().map(|v| vm_name(&cloud, v)).collect();
-    cloud.node(&kubelet).kube.set_nodes(&[&names[0], &names[1]]);
+    cloud.node(&kubelet).kube.set_node_objects(vec![
+        FakeNode::with_uuid(&names[0].to_lowercase(), &k[0]),
+        FakeNode {
+            ready: Some("Unknown".into()),
+            ..FakeNode::with_uuid(&names[1].to_lowercase(), &k[1])
+        },
+    ]);
 
     // Scenario 1, with a young stray VM and another tenant's VM named like a node.
     let run = explain(&cloud, "healthy", false).await;
@@ -107,7 +113,7 @@ async fn each_upstream_scenario_is_explained() {
     let control_id = cloud.map(&healthy)[0].clone();
     assert!(
         text.contains(&format!(
-            "\nKubernetes nodes: 2\n  {control}, system UUID {control_id} -> VM {control} ({control_id})\n      is a VM of the cluster by its system UUID or provider ID\n"
+            "\nKubernetes nodes: 2\n  {control}, Ready, system UUID {control_id} -> VM {control} ({control_id})\n      is a VM of the cluster by its system UUID or provider ID\n"
         )),
         "{text}"
     );
@@ -149,6 +155,28 @@ async fn each_upstream_scenario_is_explained() {
         text.contains(&format!("  vm_not_a_node:{} (reported since ", k[2])),
         "{text}"
     );
+    // A node whose kubelet went silent is still the VM it is: readiness is shown, and the
+    // rules do not read it.
+    let silent = names[1].to_lowercase();
+    assert!(
+        text.contains(&format!(
+            "\n  {silent}, Unknown, system UUID {} -> VM {} ({})\n      is a VM of the cluster",
+            k[1], names[1], k[1]
+        )),
+        "{text}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&explain(&cloud, "kubelet", true).await.stdout).unwrap();
+    let readiness: Vec<&serde_json::Value> = json["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| &n["ready"])
+        .collect();
+    assert_eq!(
+        readiness,
+        [&serde_json::json!("Ready"), &serde_json::json!("Unknown")]
+    );
     assert!(
         text.contains(&format!("\n  vm_not_a_node:{} since ", k[2]))
             && text.contains(": alert, annotation\n"),
@@ -173,7 +201,7 @@ async fn each_upstream_scenario_is_explained() {
         "is a VM of the cluster by its system UUID or provider ID; its name differs (a VM renamed in CloudStack, or a node renamed by its tenant), which is no finding"
     );
     assert_eq!(
-        verdict_of(&text, &format!("{}, system UUID {}", dn[1], d[0])),
+        verdict_of(&text, &format!("{}, Ready, system UUID {}", dn[1], d[0])),
         format!(
             "finding identity_conflict: named like VM {} ({}), but its system UUID or provider ID is VM {} ({})",
             vm_name(&cloud, &d[1]),

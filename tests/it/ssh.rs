@@ -7,8 +7,8 @@ use std::time::Duration;
 use cks_drift::config::{HostKeyPolicy, SshSettings};
 use cks_drift::remote::kubectl::LIST_ARGUMENTS;
 use cks_drift::remote::{
-    KeyError, NodeFormat, NodeListError, NodeLister, ParseError, RemoteExit, SshNodeLister,
-    SshTarget, Stage,
+    KeyError, NodeFormat, NodeListError, NodeLister, ParseError, Readiness, RemoteExit,
+    SshNodeLister, SshTarget, Stage,
 };
 use cks_drift::snapshot::Node;
 
@@ -70,6 +70,17 @@ fn names(names: &[&str]) -> Vec<Node> {
     names.iter().map(|n| Node::named(*n)).collect()
 }
 
+/// Nodes known by name that are Ready, as the default command lists [`FakeNode::named`].
+fn ready(names: &[&str]) -> Vec<Node> {
+    names
+        .iter()
+        .map(|n| Node {
+            ready: Some(Readiness::Ready),
+            ..Node::named(*n)
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn lists_nodes_through_sshd_sudo_and_kubectl_with_a_pkcs1_rsa_key() {
     let sshd = Sshd::start();
@@ -91,7 +102,7 @@ async fn lists_nodes_through_sshd_sudo_and_kubectl_with_a_pkcs1_rsa_key() {
     let nodes = lister.list_nodes(&target(sshd.port())).await.unwrap();
     assert_eq!(
         nodes,
-        names(&["cks-1-control-18f0c2a4b1e", "cks-1-node-18f0c2a5d37"])
+        ready(&["cks-1-control-18f0c2a4b1e", "cks-1-node-18f0c2a5d37"])
     );
 
     // The same lister sees the cluster change: one node gone, one added.
@@ -99,7 +110,7 @@ async fn lists_nodes_through_sshd_sudo_and_kubectl_with_a_pkcs1_rsa_key() {
     let nodes = lister.list_nodes(&target(sshd.port())).await.unwrap();
     assert_eq!(
         nodes,
-        names(&["cks-1-control-18f0c2a4b1e", "cks-1-node-18f0c2b90aa"])
+        ready(&["cks-1-control-18f0c2a4b1e", "cks-1-node-18f0c2b90aa"])
     );
 
     // No nodes: kubectl says "No resources found" on stderr and exits 0.
@@ -119,11 +130,12 @@ async fn lists_nodes_through_sshd_sudo_and_kubectl_with_a_pkcs1_rsa_key() {
     );
 }
 
-/// What the real kubectl prints for the default command's columns, read back: a node's system
-/// UUID (lowercased; an empty one is none) and provider ID, `<none>` where a field is not set.
-/// The command of earlier releases (`-o name`) still lists the same nodes, by name only.
+/// What the real kubectl prints for the default command's columns, read back: a node's
+/// readiness, system UUID (lowercased; an empty one is none) and provider ID, `<none>` where a
+/// field is not set. The previous default (no readiness column) and the command of earlier
+/// releases (`-o name`) still list the same nodes, with less about each.
 #[tokio::test]
-async fn the_real_kubectl_lists_system_uuids_and_provider_ids() {
+async fn the_real_kubectl_lists_readiness_system_uuids_and_provider_ids() {
     let sshd = Sshd::start();
     let uuid = "0f9e8d7c-6b5a-4c3d-8e1f-0a9b8c7d6e5f";
     let provider = format!("cloudstack:///{uuid}");
@@ -132,13 +144,21 @@ async fn the_real_kubectl_lists_system_uuids_and_provider_ids() {
             name: "web-control-18f0c2a4b1e".into(),
             system_uuid: Some(uuid.to_uppercase()),
             provider_id: Some(provider.clone()),
+            ready: Some("True".into()),
         },
-        FakeNode::with_uuid("web-node-18f0c2a5d37", ""),
-        FakeNode::named("web-node-18f0c2a5e42.k8s.example.com"),
+        FakeNode {
+            ready: Some("False".into()),
+            ..FakeNode::with_uuid("web-node-18f0c2a5d37", "")
+        },
+        FakeNode {
+            ready: None,
+            ..FakeNode::named("web-node-18f0c2a5e42.k8s.example.com")
+        },
         FakeNode {
             name: "gpu-1".into(),
             system_uuid: None,
             provider_id: Some("external-cloudstack:///5d1c00c8-7a2b-4c3d-8e9f-0a1b2c3d4e5f".into()),
+            ready: Some("Unknown".into()),
         },
     ])
     .await;
@@ -155,9 +175,13 @@ async fn the_real_kubectl_lists_system_uuids_and_provider_ids() {
             Node {
                 name: "web-control-18f0c2a4b1e".into(),
                 system_uuid: Some(uuid.into()),
-                provider_id: Some(provider),
+                provider_id: Some(provider.clone()),
+                ready: Some(Readiness::Ready),
             },
-            Node::named("web-node-18f0c2a5d37"),
+            Node {
+                ready: Some(Readiness::NotReady),
+                ..Node::named("web-node-18f0c2a5d37")
+            },
             Node::named("web-node-18f0c2a5e42.k8s.example.com"),
             Node {
                 name: "gpu-1".into(),
@@ -165,9 +189,32 @@ async fn the_real_kubectl_lists_system_uuids_and_provider_ids() {
                 provider_id: Some(
                     "external-cloudstack:///5d1c00c8-7a2b-4c3d-8e9f-0a1b2c3d4e5f".into()
                 ),
+                ready: Some(Readiness::Unknown),
             },
         ]
     );
+
+    let previous_default = SshSettings {
+        command: kubectl_command_with(
+            &api,
+            sshd.dir(),
+            "--no-headers -o custom-columns=NAME:.metadata.name,\
+             UUID:.status.nodeInfo.systemUUID,PROVIDER:.spec.providerID",
+        ),
+        ..columns.clone()
+    };
+    let listed = list(&previous_default, sshd.port()).await.unwrap();
+    assert_eq!(
+        listed[0],
+        Node {
+            name: "web-control-18f0c2a4b1e".into(),
+            system_uuid: Some(uuid.into()),
+            provider_id: Some(provider),
+            ready: None,
+        }
+    );
+    assert!(listed.iter().all(|n| n.ready.is_none()), "{listed:?}");
+    assert_eq!(listed.len(), 4);
 
     let names_only = SshSettings {
         command: kubectl_command_with(&api, sshd.dir(), "-o name"),
@@ -188,9 +235,8 @@ async fn the_real_kubectl_lists_system_uuids_and_provider_ids() {
     api.set_node_objects(vec![
         FakeNode::with_uuid("web-control-18f0c2a4b1e", uuid),
         FakeNode {
-            name: "web-node-18f0c2a5d37".into(),
-            system_uuid: None,
             provider_id: Some("cloudstack:///a b".into()),
+            ..FakeNode::named("web-node-18f0c2a5d37")
         },
     ]);
     match list(&columns, sshd.port()).await.unwrap_err() {
@@ -199,7 +245,7 @@ async fn the_real_kubectl_lists_system_uuids_and_provider_ids() {
             // Cut at 80 characters, padding included.
             assert_eq!(
                 source.excerpt.split_whitespace().collect::<Vec<_>>(),
-                ["web-node-18f0c2a5d37", "<none>", "cloudstack:///a"],
+                ["web-node-18f0c2a5d37", "True", "<none>", "cloudsta"],
                 "{source:?}"
             );
         }

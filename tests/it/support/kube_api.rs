@@ -4,7 +4,8 @@
 //! What `kubectl get nodes -o name` and `-o custom-columns=…` ask for (seen with the client on
 //! this machine): `/version`, `/api`, `/apis`, `/api/v1` (discovery) and
 //! `/api/v1/nodes?limit=500` with `Accept: application/json`, so full Node objects are served:
-//! `metadata.name`, and `status.nodeInfo.systemUUID` and `spec.providerID` where a node has them.
+//! `metadata.name`, `status.conditions` (the kubelet's three pressure conditions and `Ready`),
+//! and `status.nodeInfo.systemUUID` and `spec.providerID` where a node has them.
 //! `/usr/bin/kubectl` is Google Cloud SDK's dispatcher (`v1.32.4-dispatcher`): it reads
 //! `/version` first to pick one of the versioned clients beside it
 //! (`/usr/lib/google-cloud-sdk/bin/kubectl.1.NN`), so `/version` answers `v1.32.4`. It needs
@@ -26,20 +27,25 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 /// A node as the API serves it. `system_uuid: Some("")` is served as an empty string (what a
-/// kubelet that could not read one reports); `None` leaves the field out.
+/// kubelet that could not read one reports); `None` leaves the field out. `ready` is the
+/// status of its `Ready` condition (`True`, `False`, `Unknown`); `None` serves no conditions
+/// at all, as for a node whose kubelet never posted its status.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FakeNode {
     pub name: String,
     pub system_uuid: Option<String>,
     pub provider_id: Option<String>,
+    pub ready: Option<String>,
 }
 
 impl FakeNode {
+    /// A node that is Ready, known by its name only.
     pub fn named(name: &str) -> FakeNode {
         FakeNode {
             name: name.to_string(),
             system_uuid: None,
             provider_id: None,
+            ready: Some("True".to_string()),
         }
     }
 
@@ -217,6 +223,15 @@ async fn node_list(State(nodes): State<Nodes>) -> Json<Value> {
             }
             if let Some(id) = &node.provider_id {
                 object["spec"]["providerID"] = json!(id);
+            }
+            if let Some(ready) = &node.ready {
+                // In the kubelet's order: the pressure conditions first, Ready last.
+                object["status"]["conditions"] = json!([
+                    {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory"},
+                    {"type": "DiskPressure", "status": "False", "reason": "KubeletHasNoDiskPressure"},
+                    {"type": "PIDPressure", "status": "False", "reason": "KubeletHasSufficientPID"},
+                    {"type": "Ready", "status": ready, "reason": "KubeletReady"},
+                ]);
             }
             object
         })
