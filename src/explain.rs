@@ -125,6 +125,9 @@ pub struct ReportedLine {
     pub held: bool,
     /// Still found by this look (it resolves at the next cycle otherwise).
     pub open: bool,
+    /// A node-side finding of a cluster whose nodes were not listed: kept as it is, neither
+    /// found again nor resolved, until they are.
+    pub kept: bool,
 }
 
 /// VMs named like a node of the cluster but owned by someone else: never the cluster's.
@@ -251,20 +254,26 @@ pub fn explanation(
         .collect();
     if let Some(state) = state {
         let open: HashSet<String> = found.iter().map(|m| side_key(&m.key())).collect();
+        let compared = matches!(&assembled.verdict, Verdict::Compare { .. });
+        let nodes_listed = out.nodes.is_some();
         out.reported = Some(
             recorded
                 .into_iter()
-                .flat_map(|c| c.vms.iter().chain(&c.nodes))
-                .map(|(key, r)| {
+                .flat_map(|c| {
+                    let vms = c.vms.iter().map(|e| (e, false));
+                    vms.chain(c.nodes.iter().map(|e| (e, true)))
+                })
+                .map(|((key, r), node_side)| {
                     let rk = record_key(&raw.id, key);
+                    let kept = compared && node_side && !nodes_listed;
                     ReportedLine {
                         key: key.clone(),
                         since: r.since,
                         alert: state.alerts.contains_key(&rk),
                         annotation: state.annotations.contains_key(&rk),
                         held: r.held,
-                        open: open.contains(key)
-                            || !matches!(&assembled.verdict, Verdict::Compare { .. }),
+                        open: open.contains(key) || !compared || kept,
+                        kept,
                     }
                 })
                 .collect(),
@@ -715,7 +724,9 @@ pub fn to_text(e: &Explanation) -> String {
                         escaped(&line.key),
                         line.since,
                         sent.join(", "),
-                        if line.open {
+                        if line.kept {
+                            "; kept: the nodes were not listed, so it is neither found again nor resolved"
+                        } else if line.open {
                             ""
                         } else {
                             "; no longer found, resolves at the next cycle"

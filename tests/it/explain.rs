@@ -238,6 +238,30 @@ async fn each_upstream_scenario_is_explained() {
     assert_eq!(lost_line["role"], "worker");
     assert_eq!(lost_line["finding"], format!("unmapped_vm:{lost}").as_str());
 
+    // Scenario 5: SSH to the control node broken. The map and the VMs are still compared;
+    // the node finding reported in scenario 4 is kept, neither resolved nor found again.
+    cloud.node_mut(&kubelet).sshd.take().unwrap().stop();
+    let text = explain(&cloud, "kubelet", false).await.stdout;
+    assert!(
+        text.contains("\nmap and VMs compared; the nodes were not: "),
+        "{text}"
+    );
+    assert!(text.contains("\nKubernetes nodes: not listed\n"), "{text}");
+    assert_eq!(
+        verdict_of(&text, &names[2]),
+        "mapped and Running; not compared with the nodes (not listed)"
+    );
+    let kept = text
+        .lines()
+        .find(|l| l.starts_with(&format!("  vm_not_a_node:{} since ", k[2])))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        kept.ends_with(
+            ": alert, annotation; kept: the nodes were not listed, so it is neither found again nor resolved"
+        ),
+        "{text}"
+    );
+
     // Read-only: nothing was changed in CloudStack by explain (the check's calls aside).
     let calls = cloud.sim().state_changing_calls().len();
     explain(&cloud, "kubelet", false).await;
