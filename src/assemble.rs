@@ -5,7 +5,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use crate::inventory::{Inventory, VmId, VmRow};
+use crate::inventory::{Inventory, Reread, VmId, VmRow};
 use crate::naming::{NameIndex, NodeRole};
 use crate::snapshot::{ClusterSnapshot, NodeView, Vm};
 
@@ -89,34 +89,36 @@ pub fn assemble(inventory: Inventory) -> impl Iterator<Item = Assembled> {
         .collect();
 
     let (mut named, mut elsewhere) = {
+        // The owner's VMs named as nodes of each checkable cluster, in one pass over the VMs:
+        // their indexes in `vms`, and whether they are named as etcd nodes. The index of
+        // names is dropped before the map of mapped ids is built: not both at once.
+        let mut named: HashMap<usize, Vec<(usize, bool)>> = HashMap::new();
+        {
+            // Owners compare by value; the VMs' are shared, so they are looked up as they are.
+            let index = NameIndex::new(checkable.iter().filter_map(|&i| {
+                let c = &clusters[i].info;
+                c.owner
+                    .clone()
+                    .map(|o| (Arc::new(o), c.name.as_str(), c.id.as_str()))
+            }));
+            for (v, vm) in vms.iter().enumerate() {
+                let Some(owner) = &vm.owner else {
+                    continue;
+                };
+                for (k, role) in index.lookup(owner, &vm.name) {
+                    named
+                        .entry(checkable[k])
+                        .or_default()
+                        .push((v, role == NodeRole::Etcd));
+                }
+            }
+        }
+
         // Every VM id in any cluster's map, checked or not.
         let mut mapped_by: HashMap<&VmId, usize> = HashMap::new();
         for (i, c) in clusters.iter().enumerate() {
             for vm in &c.map {
                 mapped_by.entry(&vm.id).or_insert(i);
-            }
-        }
-
-        // Owners compare by value; the VMs' are shared, so they are looked up as they are.
-        let index = NameIndex::new(checkable.iter().filter_map(|&i| {
-            let c = &clusters[i].info;
-            c.owner
-                .clone()
-                .map(|o| (Arc::new(o), c.name.as_str(), c.id.as_str()))
-        }));
-
-        // The owner's VMs named as nodes of each checkable cluster, in one pass over the VMs:
-        // their indexes in `vms`, and whether they are named as etcd nodes.
-        let mut named: HashMap<usize, Vec<(usize, bool)>> = HashMap::new();
-        for (v, vm) in vms.iter().enumerate() {
-            let Some(owner) = &vm.owner else {
-                continue;
-            };
-            for (k, role) in index.lookup(owner, &vm.name) {
-                named
-                    .entry(checkable[k])
-                    .or_default()
-                    .push((v, role == NodeRole::Etcd));
             }
         }
         // Of those, the VMs another cluster maps.
@@ -142,23 +144,23 @@ pub fn assemble(inventory: Inventory) -> impl Iterator<Item = Assembled> {
         let verdict = if let Some(reason) = &c.skip {
             skipped(SkipKind::Rule, reason.clone())
         } else {
-            match again.get(&info.id) {
-                None => skipped(
+            match &again[i] {
+                Reread::Gone => skipped(
                     SkipKind::Changed,
                     "the cluster disappeared during the check".into(),
                 ),
-                Some(now_c) if !now_c.same_as(c) => skipped(
+                Reread::StateChanged(now) => skipped(
                     SkipKind::Changed,
-                    if now_c.state != info.state {
-                        format!(
-                            "its state changed from {} to {} during the check",
-                            info.state, now_c.state
-                        )
-                    } else {
-                        "its VM map changed during the check".to_string()
-                    },
+                    format!(
+                        "its state changed from {} to {now} during the check",
+                        info.state
+                    ),
                 ),
-                Some(_) => match vanished.remove(&i) {
+                Reread::MapChanged => skipped(
+                    SkipKind::Changed,
+                    "its VM map changed during the check".to_string(),
+                ),
+                Reread::Same => match vanished.remove(&i) {
                     Some(Err(e)) => {
                         skipped(SkipKind::ApiFailed, format!("an API call failed: {e}"))
                     }

@@ -97,7 +97,11 @@ pub fn reached_directly(n: &Network) -> bool {
 
 /// [`ssh_port`] for a network already judged by [`reached_directly`].
 pub fn port_for(direct: bool, control_nodes: u32) -> u16 {
-    if direct && control_nodes <= 1 { 22 } else { 2222 }
+    if direct && control_nodes <= 1 {
+        22
+    } else {
+        2222
+    }
 }
 
 /// Where CKS itself logs in to a cluster's control node: the host of its `endpoint`, the

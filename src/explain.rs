@@ -777,11 +777,7 @@ pub fn pick<'a, C: Listed>(clusters: &'a [C], wanted: &str) -> Result<&'a C, Exp
         many => Err(ExplainError::Ambiguous {
             name: wanted.to_string(),
             count: many.len(),
-            ids: many
-                .iter()
-                .map(|c| c.id())
-                .collect::<Vec<_>>()
-                .join(", "),
+            ids: many.iter().map(|c| c.id()).collect::<Vec<_>>().join(", "),
         }),
     }
 }

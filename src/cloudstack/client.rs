@@ -236,8 +236,10 @@ impl Client {
         T: DeserializeOwned,
         K: Fn(&T) -> bool,
     {
-        self.list_map(command, item_key, params, |row: T| keep(&row).then_some(row))
-            .await
+        self.list_map(command, item_key, params, |row: T| {
+            keep(&row).then_some(row)
+        })
+        .await
     }
 
     /// Like [`Client::list_where`], but each row is turned into what is kept of it (or

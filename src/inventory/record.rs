@@ -272,7 +272,10 @@ mod tests {
         assert_eq!(r.zone_name.as_deref(), Some("z1"));
         assert_eq!(r.login_user.as_deref(), Some("core"));
         assert_eq!(r.map.len(), 2);
-        assert_eq!(r.map[0].created, Timestamp::parse("2024-06-05T07:51:22+0000"));
+        assert_eq!(
+            r.map[0].created,
+            Timestamp::parse("2024-06-05T07:51:22+0000")
+        );
         assert_eq!(r.map[0].last_updated, None);
         assert_eq!(r.map[1].state, VmState::Other("Weird".into()));
         assert!(r.map[1].etcd && !r.map[0].etcd);
@@ -290,7 +293,10 @@ mod tests {
         let a = VmRow::listed(vm("a"), &owners);
         let b = VmRow::listed(vm("a"), &owners);
         let c = VmRow::listed(vm("c"), &owners);
-        assert!(Arc::ptr_eq(a.owner.as_ref().unwrap(), b.owner.as_ref().unwrap()));
+        assert!(Arc::ptr_eq(
+            a.owner.as_ref().unwrap(),
+            b.owner.as_ref().unwrap()
+        ));
         assert_eq!(
             c.owner.as_deref(),
             Some(&Owner::Account {
