@@ -54,9 +54,9 @@ fn to_vm(vm: &VmRow, etcd_by_name: bool) -> Vm {
     Vm {
         id: vm.id.to_string(),
         name: vm.name.to_string(),
-        state: vm.state.clone(),
-        created: vm.created,
-        last_updated: vm.last_updated,
+        state: vm.state(),
+        created: vm.created(),
+        last_updated: vm.last_updated(),
         etcd: vm.etcd || etcd_by_name,
     }
 }

@@ -181,7 +181,7 @@ pub fn explanation(
             .map(|vm| MapRow {
                 vm_id: vm.id.to_string(),
                 vm_name: Some(vm.name.to_string()),
-                state: vm.state.as_str().to_string(),
+                state: vm.state().as_str().to_string(),
             })
             .collect(),
         expected_vms: info.expected_vms(),
@@ -533,9 +533,9 @@ pub fn strangers(c: &ClusterRecord, vms: &[VmRow]) -> Vec<Stranger> {
                 vm: Vm {
                     id: vm.id.to_string(),
                     name: vm.name.to_string(),
-                    state: vm.state.clone(),
-                    created: vm.created,
-                    last_updated: vm.last_updated,
+                    state: vm.state(),
+                    created: vm.created(),
+                    last_updated: vm.last_updated(),
                     etcd: false,
                 },
                 owner: owner_text(theirs),

@@ -112,14 +112,15 @@ impl<'de> Deserialize<'de> for VmId {
     }
 }
 
-/// A VM as a cycle keeps it: from `listVirtualMachines`, or a row of a cluster's map.
+/// A VM as a cycle keeps it: from `listVirtualMachines`, or a row of a cluster's map. 88
+/// bytes and its name.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VmRow {
     pub id: VmId,
     pub name: Box<str>,
-    pub state: VmState,
-    pub created: Option<Timestamp>,
-    pub last_updated: Option<Timestamp>,
+    state: RowState,
+    created: RowTime,
+    last_updated: RowTime,
     /// `isetcdnode`.
     pub etcd: bool,
     /// Who owns it; only for the VM listing (a map row's owner is its cluster's). Shared:
@@ -133,12 +134,25 @@ impl VmRow {
         VmRow {
             id: VmId::new(&vm.id),
             name: vm.name.into_boxed_str(),
-            state: VmState::parse(&vm.state),
-            created: vm.created.as_deref().and_then(Timestamp::parse),
-            last_updated: vm.lastupdated.as_deref().and_then(Timestamp::parse),
+            state: RowState::new(&vm.state),
+            created: RowTime::new(vm.created.as_deref()),
+            last_updated: RowTime::new(vm.lastupdated.as_deref()),
             etcd: vm.isetcdnode.unwrap_or(false),
             owner: None,
         }
+    }
+
+    pub fn state(&self) -> VmState {
+        self.state.get()
+    }
+
+    pub fn created(&self) -> Option<Timestamp> {
+        self.created.get()
+    }
+
+    /// `lastupdated`.
+    pub fn last_updated(&self) -> Option<Timestamp> {
+        self.last_updated.get()
     }
 
     /// A row of the VM listing, with its owner taken from `owners`.
@@ -148,6 +162,64 @@ impl VmRow {
             owner,
             ..VmRow::mapped(vm)
         }
+    }
+}
+
+/// A VM state in 16 bytes rather than [`VmState`]'s 24: the states CloudStack has by their
+/// place in [`KNOWN_STATES`], any other as written.
+#[derive(Debug, Clone, PartialEq)]
+enum RowState {
+    Known(u8),
+    Other(Box<str>),
+}
+
+const KNOWN_STATES: [VmState; 8] = [
+    VmState::Running,
+    VmState::Stopped,
+    VmState::Starting,
+    VmState::Stopping,
+    VmState::Migrating,
+    VmState::Destroyed,
+    VmState::Expunging,
+    VmState::Error,
+];
+
+impl RowState {
+    fn new(s: &str) -> RowState {
+        match VmState::parse(s) {
+            VmState::Other(other) => RowState::Other(other.into_boxed_str()),
+            known => RowState::Known(
+                KNOWN_STATES
+                    .iter()
+                    .position(|k| *k == known)
+                    .map_or(0, |p| p as u8),
+            ),
+        }
+    }
+
+    fn get(&self) -> VmState {
+        match self {
+            RowState::Known(p) => KNOWN_STATES[usize::from(*p)].clone(),
+            RowState::Other(s) => VmState::Other(s.to_string()),
+        }
+    }
+}
+
+/// A time as [`Timestamp::parse`] reads it, in 8 bytes rather than an `Option`'s 16: none
+/// (absent or unreadable) is `i64::MIN`, which no CloudStack time parses to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct RowTime(i64);
+
+impl RowTime {
+    fn new(s: Option<&str>) -> RowTime {
+        RowTime(
+            s.and_then(Timestamp::parse)
+                .map_or(i64::MIN, Timestamp::unix),
+        )
+    }
+
+    fn get(self) -> Option<Timestamp> {
+        (self.0 != i64::MIN).then(|| Timestamp::from_unix(self.0))
     }
 }
 
@@ -273,12 +345,42 @@ mod tests {
         assert_eq!(r.login_user.as_deref(), Some("core"));
         assert_eq!(r.map.len(), 2);
         assert_eq!(
-            r.map[0].created,
+            r.map[0].created(),
             Timestamp::parse("2024-06-05T07:51:22+0000")
         );
-        assert_eq!(r.map[0].last_updated, None);
-        assert_eq!(r.map[1].state, VmState::Other("Weird".into()));
+        assert_eq!(r.map[0].last_updated(), None);
+        assert_eq!(r.map[0].state(), VmState::Running);
+        assert_eq!(r.map[1].state(), VmState::Other("Weird".into()));
         assert!(r.map[1].etcd && !r.map[0].etcd);
+    }
+
+    #[test]
+    fn states_and_times_read_back() {
+        for s in [
+            "Running",
+            "Stopped",
+            "Starting",
+            "Stopping",
+            "Migrating",
+            "Destroyed",
+            "Expunging",
+            "Error",
+            "Shutdown",
+            "",
+        ] {
+            assert_eq!(RowState::new(s).get(), VmState::parse(s), "{s}");
+        }
+        for s in [
+            Some("2024-06-05T07:51:22+0000"),
+            Some("1970-01-01T00:00:00Z"),
+            Some("0001-01-01T00:00:00Z"),
+            Some("bad"),
+            None,
+        ] {
+            assert_eq!(RowTime::new(s).get(), s.and_then(Timestamp::parse), "{s:?}");
+        }
+        // What the rows are for: 80,000 of them at 10,000 clusters.
+        assert!(std::mem::size_of::<VmRow>() <= 88);
     }
 
     #[test]
