@@ -1193,7 +1193,9 @@ fn the_binary(sizes: &[usize], concurrencies: &[usize]) {
         Timestamp::now()
     );
     println!(
-        "API as in the main benchmark ({} ms per call, pages of 500); OpenSSH sshd on          127.99.x.y:{CKS_SSH_PORT} for {ANSWERING} control nodes, nothing listening on the          others' addresses.",
+        "API as in the main benchmark ({} ms per call, pages of 500); OpenSSH sshd on \
+         127.99.x.y:{CKS_SSH_PORT} for {ANSWERING} control nodes, nothing listening on the \
+         others' addresses.",
         API_LATENCY.as_millis(),
     );
     println!(
@@ -1313,7 +1315,9 @@ listen = ""
         );
     }
     println!(
-        "RSS MiB: the binary's peak RSS (GNU time's %M, from wait4). exit: cks-drift's exit          code (3: some clusters could only be compared in part, here those whose control node          refuses SSH)."
+        "RSS MiB: the binary's peak RSS (GNU time's %M, from wait4). exit: cks-drift's exit \
+         code (3: some clusters could only be compared in part, here those whose control node \
+         refuses SSH)."
     );
 }
 
