@@ -7,7 +7,11 @@
 //! database (a private MariaDB server holding the same world) and only that comparison is
 //! printed. With `--real-ssh`, each size also runs with its node listings going to real
 //! OpenSSH servers on loopback addresses (one sshd per answering control node, the other
-//! control nodes' addresses refusing the connection), and only that comparison is printed. Each measurement takes two child processes (this binary re-executed with
+//! control nodes' addresses refusing the connection), and only that comparison is printed.
+//! With `--binary`, the real `cks-drift check` binary runs against the same world with real
+//! SSH, as an operator would run it, and its own peak RSS is printed (`CKS_DRIFT_BIN` names
+//! another binary than the one this benchmark was built with, e.g. the release build). Each
+//! measurement takes two child processes (this binary re-executed with
 //! `--child`): one serves the simulated cloud over HTTP on 127.0.0.1, the other runs the
 //! checker against it through the real client, so the peak RSS measured is the checker's
 //! alone and each size's is its own. Tests of the cycle's behaviour do not belong here.
@@ -132,13 +136,18 @@ fn main() {
     let mut sizes: Vec<usize> = Vec::new();
     let mut database = false;
     let mut real_ssh = false;
+    let mut binary = false;
+    let mut concurrency_given = false;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         if arg == "--database" {
             database = true;
         } else if arg == "--real-ssh" {
             real_ssh = true;
+        } else if arg == "--binary" {
+            binary = true;
         } else if arg == "--concurrency" {
+            concurrency_given = true;
             concurrency = args
                 .next()
                 .and_then(|c| c.parse().ok())
@@ -150,7 +159,15 @@ fn main() {
     if sizes.is_empty() {
         sizes = vec![100, 500, 1000, 2000];
     }
-    if database {
+    if binary {
+        // The configured default, and the benchmark's.
+        let concurrencies = if concurrency_given {
+            vec![concurrency]
+        } else {
+            vec![8, DEFAULT_CONCURRENCY]
+        };
+        the_binary(&sizes, &concurrencies);
+    } else if database {
         with_and_without_database(&sizes, concurrency);
     } else if real_ssh {
         real_and_simulated_ssh(&sizes, concurrency);
@@ -456,7 +473,7 @@ fn ensure_bench_user() {
 /// nothing listens: the kernel refuses those connections. All servers share one host key and
 /// one authorized PKCS#1 RSA key (what CloudStack generates for CKS). The remote command is a
 /// script that prints the node lines kubectl would print (`LIST_ARGUMENTS` columns: name,
-/// system UUID, provider ID) for the control node the connection came in on, from
+/// readiness, system UUID, provider ID) for the control node the connection came in on, from
 /// `$SSH_CONNECTION`; running a real kubectl per listing would measure kubectl, not the
 /// checker. Stopped on drop.
 struct RealSsh {
@@ -532,7 +549,7 @@ impl RealSsh {
             for vm in c.map.iter().filter_map(|id| vms.get(id.as_str())) {
                 if vm.isetcdnode != Some(true) && !vm.removed {
                     script.push_str(&format!(
-                        " '{}   {}   <none>'",
+                        " '{}   True   {}   <none>'",
                         vm.name.to_lowercase(),
                         vm.system_uuid()
                     ));
@@ -969,7 +986,7 @@ fn parent(sizes: &[usize], concurrency: usize) {
          the simulated node lister, not the simulated cloud. CPU s: the checker's CPU time \
          (start-up included). srv CPU s: CPU time of the simulated cloud's process while it \
          served (building the world not included). budget: ceil(VMs/500) + \
-         ceil(clusters/500) + 10."
+         2 x ceil(clusters/500) + ceil(networks/500) + 10."
     );
     for pair in cycles.windows(2) {
         let (a, b) = (&pair[0], &pair[1]);
@@ -1162,8 +1179,159 @@ fn real_and_simulated_ssh(sizes: &[usize], concurrency: usize) {
     );
 }
 
+/// `--binary`: the `cks-drift` binary itself, `check -c CONFIG` as an operator runs it
+/// (notifying, with a state file), against the world with real SSH; its peak RSS is what
+/// GNU time reads from `wait4` (`ru_maxrss`) when it exits: the whole process, from start-up
+/// to the printed report, not the cycle alone.
+fn the_binary(sizes: &[usize], concurrencies: &[usize]) {
+    let binary = std::env::var_os("CKS_DRIFT_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_cks-drift").into());
+    println!(
+        "cks-drift check, the binary {}, real SSH, {}",
+        binary.display(),
+        Timestamp::now()
+    );
+    println!(
+        "API as in the main benchmark ({} ms per call, pages of 500); OpenSSH sshd on \
+         127.99.x.y:{CKS_SSH_PORT} for {ANSWERING} control nodes, nothing listening on the \
+         others' addresses.",
+        API_LATENCY.as_millis(),
+    );
+    println!(
+        "{:>8} {:>7} {:>11} {:>7} {:>7} {:>4}",
+        "clusters", "VMs", "concurrency", "wall s", "RSS MiB", "exit"
+    );
+    let exe = std::env::current_exe().expect("this binary's path");
+    for &n in sizes {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let nodes = dir.path().join("nodes.json");
+        let mut server = Command::new(&exe)
+            .args(["--child", "serve", &n.to_string(), Ssh::Real.name()])
+            .arg(&nodes)
+            .arg("-")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the simulated cloud");
+        let mut server_out = BufReader::new(server.stdout.take().expect("server stdout"));
+        let mut line = String::new();
+        server_out
+            .read_line(&mut line)
+            .expect("server's first line");
+        let world: Value = serde_json::from_str(line.trim()).expect("server's URL and world");
+        let view: Value =
+            serde_json::from_str(&std::fs::read_to_string(&nodes).expect("the SSH settings"))
+                .expect("SSH settings JSON");
+        let real = &view["real"];
+        for &concurrency in concurrencies {
+            let run = dir.path().join(format!("run-{concurrency}"));
+            std::fs::create_dir(&run).expect("run directory");
+            let config = run.join("cks-drift.toml");
+            let text = format!(
+                r#"[cloudstack]
+url = "{url}"
+api_key = "{API_KEY}"
+secret_key = "{SECRET_KEY}"
+timeout = "60s"
+
+[ssh]
+private_key = "{key}"
+user = "{BENCH_USER}"
+known_hosts = "{known_hosts}"
+host_key_policy = "strict"
+command = "{command}"
+
+[check]
+concurrency = {concurrency}
+
+[state]
+path = "{state}"
+
+[notify]
+event_log = "{events}"
+
+[http]
+listen = ""
+"#,
+                url = world["url"].as_str().expect("URL"),
+                key = real["private_key"].as_str().expect("key path"),
+                known_hosts = real["known_hosts"].as_str().expect("known_hosts path"),
+                command = real["command"].as_str().expect("command path"),
+                state = run.join("state.json").display(),
+                events = run.join("events.jsonl").display(),
+            );
+            // The keys are inline: the file is the owner's alone.
+            std::fs::write(&config, text).expect("write the config");
+            std::fs::set_permissions(&config, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                .expect("restrict the config");
+            let figures = run.join("time.txt");
+            let status = Command::new("/usr/bin/time")
+                .arg("-o")
+                .arg(&figures)
+                .args(["-f", "%M %e"])
+                .arg(&binary)
+                .args(["check", "-c"])
+                .arg(&config)
+                .stdout(std::fs::File::create(run.join("report.txt")).expect("report file"))
+                .stderr(std::fs::File::create(run.join("log.txt")).expect("log file"))
+                .status()
+                .expect("run cks-drift under /usr/bin/time (Debian package time)");
+            let text = std::fs::read_to_string(&figures).expect("GNU time's figures");
+            // GNU time writes "Command exited with non-zero status N" first when it did.
+            let last = text.lines().last().unwrap_or_default();
+            let mut fields = last.split_whitespace();
+            let kib: u64 = fields
+                .next()
+                .and_then(|v| v.parse().ok())
+                .expect("maximum RSS");
+            let wall: f64 = fields
+                .next()
+                .and_then(|v| v.parse().ok())
+                .expect("elapsed time");
+            let code = status.code().unwrap_or(-1);
+            assert!(
+                (0..=1).contains(&code) || code == 3,
+                "cks-drift check exited {code}: see {}",
+                run.join("log.txt").display()
+            );
+            println!(
+                "{:>8} {:>7} {:>11} {:>7.2} {:>7.1} {:>4}",
+                n,
+                world["vms"],
+                concurrency,
+                wall,
+                mib(kib),
+                code
+            );
+        }
+        drop(server.stdin.take());
+        line.clear();
+        server_out.read_line(&mut line).expect("server's last line");
+        assert!(
+            server.wait().expect("server exit").success(),
+            "the server failed"
+        );
+    }
+    println!(
+        "RSS MiB: the binary's peak RSS (GNU time's %M, from wait4). exit: cks-drift's exit \
+         code (3: some clusters could only be compared in part, here those whose control node \
+         refuses SSH)."
+    );
+}
+
+/// One call per page of 500 of each listing a cycle needs, and 10 for probes and retries:
+/// the VMs (the only way to find VMs named like nodes that no map lists), the clusters twice
+/// (their maps, then the read after the node listings that keeps an operation run meanwhile
+/// from passing for drift) and the networks (each single-control-node cluster's SSH port).
+/// An earlier budget counted the clusters once and no networks, which a cloud of 10,000
+/// isolated networks went 30 calls over: every one of those pages is needed.
 fn budget(m: &Value) -> u64 {
-    u(m, "vms").div_ceil(500) + u(m, "clusters").div_ceil(500) + 10
+    u(m, "vms").div_ceil(500)
+        + 2 * u(m, "clusters").div_ceil(500)
+        + u(m, "networks").div_ceil(500)
+        + 10
 }
 
 /// The script's time for `n` clusters in the refusing world, from its time per cluster at

@@ -3,13 +3,11 @@
 //! rows and its node view. Pure: no clock, no I/O; the rules come from `cks` and `naming`.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
-use crate::cks::{cluster_info, owner_of_cluster, owner_of_vm, skip_reason};
-use crate::cloudstack::model::VirtualMachine;
-use crate::inventory::Inventory;
+use crate::inventory::{Inventory, Reread, VmId, VmRow};
 use crate::naming::{NameIndex, NodeRole};
-use crate::snapshot::{ClusterSnapshot, NodeView, Vm, VmState};
-use crate::time::Timestamp;
+use crate::snapshot::{ClusterSnapshot, NodeView, Vm};
 
 /// Why a cluster was skipped; decides what dedupe may do with its earlier findings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,14 +50,14 @@ pub struct Assembled {
     pub verdict: Verdict,
 }
 
-fn to_vm(vm: &VirtualMachine, etcd_by_name: bool) -> Vm {
+fn to_vm(vm: &VmRow, etcd_by_name: bool) -> Vm {
     Vm {
-        id: vm.id.clone(),
-        name: vm.name.clone(),
-        state: VmState::parse(&vm.state),
-        created: vm.created.as_deref().and_then(Timestamp::parse),
-        last_updated: vm.lastupdated.as_deref().and_then(Timestamp::parse),
-        etcd: vm.isetcdnode.unwrap_or(false) || etcd_by_name,
+        id: vm.id.to_string(),
+        name: vm.name.to_string(),
+        state: vm.state(),
+        created: vm.created(),
+        last_updated: vm.last_updated(),
+        etcd: vm.etcd || etcd_by_name,
     }
 }
 
@@ -87,35 +85,40 @@ pub fn assemble(inventory: Inventory) -> impl Iterator<Item = Assembled> {
         map_source: _,
     } = inventory;
     let checkable: Vec<usize> = (0..clusters.len())
-        .filter(|&i| skip_reason(&clusters[i]).is_none())
+        .filter(|&i| clusters[i].skip.is_none())
         .collect();
 
     let (mut named, mut elsewhere) = {
-        // Every VM id in any cluster's map, checked or not.
-        let mut mapped_by: HashMap<&str, usize> = HashMap::new();
-        for (i, c) in clusters.iter().enumerate() {
-            for vm in &c.virtualmachines {
-                mapped_by.entry(vm.id.as_str()).or_insert(i);
+        // The owner's VMs named as nodes of each checkable cluster, in one pass over the VMs:
+        // their indexes in `vms`, and whether they are named as etcd nodes. The index of
+        // names is dropped before the map of mapped ids is built: not both at once.
+        let mut named: HashMap<usize, Vec<(usize, bool)>> = HashMap::new();
+        {
+            // Owners compare by value; the VMs' are shared, so they are looked up as they are.
+            let index = NameIndex::new(checkable.iter().filter_map(|&i| {
+                let c = &clusters[i].info;
+                c.owner
+                    .clone()
+                    .map(|o| (Arc::new(o), c.name.as_str(), c.id.as_str()))
+            }));
+            for (v, vm) in vms.iter().enumerate() {
+                let Some(owner) = &vm.owner else {
+                    continue;
+                };
+                for (k, role) in index.lookup(owner, &vm.name) {
+                    named
+                        .entry(checkable[k])
+                        .or_default()
+                        .push((v, role == NodeRole::Etcd));
+                }
             }
         }
 
-        let index = NameIndex::new(checkable.iter().filter_map(|&i| {
-            let c = &clusters[i];
-            owner_of_cluster(c).map(|o| (o, c.name.as_str(), c.id.as_str()))
-        }));
-
-        // The owner's VMs named as nodes of each checkable cluster, in one pass over the VMs:
-        // their indexes in `vms`, and whether they are named as etcd nodes.
-        let mut named: HashMap<usize, Vec<(usize, bool)>> = HashMap::new();
-        for (v, vm) in vms.iter().enumerate() {
-            let Some(owner) = owner_of_vm(vm) else {
-                continue;
-            };
-            for (k, role) in index.lookup(&owner, &vm.name) {
-                named
-                    .entry(checkable[k])
-                    .or_default()
-                    .push((v, role == NodeRole::Etcd));
+        // Every VM id in any cluster's map, checked or not.
+        let mut mapped_by: HashMap<&VmId, usize> = HashMap::new();
+        for (i, c) in clusters.iter().enumerate() {
+            for vm in &c.map {
+                mapped_by.entry(&vm.id).or_insert(i);
             }
         }
         // Of those, the VMs another cluster maps.
@@ -124,8 +127,8 @@ pub fn assemble(inventory: Inventory) -> impl Iterator<Item = Assembled> {
             let ids: BTreeSet<String> = list
                 .iter()
                 .map(|&(v, _)| &vms[v].id)
-                .filter(|id| mapped_by.get(id.as_str()).is_some_and(|&j| j != i))
-                .cloned()
+                .filter(|id| mapped_by.get(id).is_some_and(|&j| j != i))
+                .map(VmId::to_string)
                 .collect();
             if !ids.is_empty() {
                 elsewhere.insert(i, ids);
@@ -136,40 +139,40 @@ pub fn assemble(inventory: Inventory) -> impl Iterator<Item = Assembled> {
 
     clusters.into_iter().enumerate().map(move |(i, c)| {
         let c = &c;
-        let info = cluster_info(c);
+        let info = &c.info;
         let skipped = |kind, reason: String| Verdict::Skipped { kind, reason };
-        let verdict = if let Some(reason) = skip_reason(c) {
-            skipped(SkipKind::Rule, reason)
+        let verdict = if let Some(reason) = &c.skip {
+            skipped(SkipKind::Rule, reason.clone())
         } else {
-            match again.get(&c.id) {
-                None => skipped(
+            match &again[i] {
+                Reread::Gone => skipped(
                     SkipKind::Changed,
                     "the cluster disappeared during the check".into(),
                 ),
-                Some(now_c) if !now_c.same_as(c) => skipped(
+                Reread::StateChanged(now) => skipped(
                     SkipKind::Changed,
-                    if now_c.state != c.state {
-                        format!(
-                            "its state changed from {} to {} during the check",
-                            c.state, now_c.state
-                        )
-                    } else {
-                        "its VM map changed during the check".to_string()
-                    },
+                    format!(
+                        "its state changed from {} to {now} during the check",
+                        info.state
+                    ),
                 ),
-                Some(_) => match vanished.remove(&i) {
+                Reread::MapChanged => skipped(
+                    SkipKind::Changed,
+                    "its VM map changed during the check".to_string(),
+                ),
+                Reread::Same => match vanished.remove(&i) {
                     Some(Err(e)) => {
                         skipped(SkipKind::ApiFailed, format!("an API call failed: {e}"))
                     }
                     gone => {
-                        let etcd_prefix = crate::naming::etcd_prefix(&c.name, &c.id);
+                        let etcd_prefix = crate::naming::etcd_prefix(&info.name, &info.id);
                         let is_etcd_name = |name: &str| {
                             crate::naming::split(name)
                                 .iter()
                                 .any(|(p, r)| *r == NodeRole::Etcd && *p == etcd_prefix)
                         };
                         let mapped: Vec<Vm> = c
-                            .virtualmachines
+                            .map
                             .iter()
                             .map(|vm| to_vm(vm, is_etcd_name(&vm.name)))
                             .collect();
@@ -224,14 +227,14 @@ pub fn assemble(inventory: Inventory) -> impl Iterator<Item = Assembled> {
             }
         };
         Assembled {
-            id: c.id.clone(),
-            name: c.name.clone(),
-            zone_id: c.zoneid.clone(),
-            owner: c.project.clone().or_else(|| c.account.clone()),
+            id: info.id.clone(),
+            name: info.name.clone(),
+            zone_id: info.zone_id.clone(),
+            owner: c.owner_name.clone(),
             mapped: c
-                .virtualmachines
+                .map
                 .iter()
-                .map(|vm| (vm.id.clone(), vm.name.clone()))
+                .map(|vm| (vm.id.to_string(), vm.name.to_string()))
                 .collect(),
             expected_vms: info.expected_vms(),
             verdict,

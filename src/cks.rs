@@ -81,14 +81,22 @@ pub fn endpoint_host(endpoint: Option<&str>) -> Option<String> {
 /// Port 22 on Shared or ROUTED networks with one control node (CKS then reaches the control
 /// VM directly); otherwise 2222, the public port forwarded to the first control node.
 pub fn ssh_port(network: Option<&Network>, control_nodes: u32) -> u16 {
-    let direct = network.is_some_and(|n| {
-        n.network_type
+    port_for(network.is_some_and(reached_directly), control_nodes)
+}
+
+/// Whether CKS reaches a single control node on `n` directly (Shared or ROUTED), rather than
+/// through the network's public port forward.
+pub fn reached_directly(n: &Network) -> bool {
+    n.network_type
+        .as_deref()
+        .is_some_and(|t| t.eq_ignore_ascii_case("Shared"))
+        || n.networkmode
             .as_deref()
-            .is_some_and(|t| t.eq_ignore_ascii_case("Shared"))
-            || n.networkmode
-                .as_deref()
-                .is_some_and(|m| m.eq_ignore_ascii_case("ROUTED"))
-    });
+            .is_some_and(|m| m.eq_ignore_ascii_case("ROUTED"))
+}
+
+/// [`ssh_port`] for a network already judged by [`reached_directly`].
+pub fn port_for(direct: bool, control_nodes: u32) -> u16 {
     if direct && control_nodes <= 1 {
         22
     } else {
@@ -108,12 +116,28 @@ pub fn ssh_target(
     network: Option<&Network>,
     default_user: &str,
 ) -> Result<SshTarget, String> {
-    let host = endpoint_host(c.endpoint.as_deref()).ok_or(NO_ENDPOINT)?;
     let detail = c
         .virtualmachines
         .first()
-        .and_then(|vm| vm.details.get("controlNodeLoginUser"))
-        .filter(|u| !u.trim().is_empty());
+        .and_then(|vm| vm.details.get("controlNodeLoginUser"));
+    login_target(
+        c.endpoint.as_deref(),
+        detail.map(String::as_str),
+        ssh_port(network, cluster_info(c).control_nodes),
+        default_user,
+    )
+}
+
+/// [`ssh_target`] from what a cycle keeps of a cluster: its `endpoint`, its first map row's
+/// `controlNodeLoginUser` detail and the port.
+pub fn login_target(
+    endpoint: Option<&str>,
+    login_detail: Option<&str>,
+    port: u16,
+    default_user: &str,
+) -> Result<SshTarget, String> {
+    let host = endpoint_host(endpoint).ok_or(NO_ENDPOINT)?;
+    let detail = login_detail.filter(|u| !u.trim().is_empty());
     let user = match detail {
         Some(u) if !is_plain_user_name(u) => {
             return Err(format!(
@@ -122,14 +146,10 @@ pub fn ssh_target(
                 crate::untrusted::shown(u, 64)
             ));
         }
-        Some(u) => u.clone(),
+        Some(u) => u.to_string(),
         None => default_user.to_string(),
     };
-    Ok(SshTarget {
-        host,
-        port: ssh_port(network, cluster_info(c).control_nodes),
-        user,
-    })
+    Ok(SshTarget { host, port, user })
 }
 
 /// 1 to 32 characters of `A-Z a-z 0-9 . _ -`, not starting with `-` or `.`: what a login

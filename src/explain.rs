@@ -15,13 +15,13 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::assemble::{Assembled, Verdict, assemble};
-use crate::cks::{owner_of_cluster, owner_of_vm};
 use crate::cloudstack::client::Client;
-use crate::cloudstack::model::{KubernetesCluster, VirtualMachine};
+use crate::cloudstack::model::KubernetesCluster;
 use crate::config::Config;
 use crate::diff::{GONE_EXPUNGED, GONE_MISSING, Mismatch, Policy, Subject, diff};
 use crate::error_chain::error_chain;
 use crate::identity::{Identity, host_label, identify};
+use crate::inventory::{ClusterRecord, VmRow};
 use crate::naming::{ClusterPrefixes, NodeRole};
 use crate::remote::Readiness;
 use crate::snapshot::{ClusterSnapshot, NodeView, Owner, VanishedHow, Vm, VmState};
@@ -158,22 +158,22 @@ fn role_text(role: NodeRole) -> &'static str {
 /// Explains one assembled cluster. `strangers` are the VMs named like its nodes that
 /// another account or project owns; `state` is the state file's content, if there is one.
 pub fn explanation(
-    raw: &KubernetesCluster,
+    raw: &ClusterRecord,
     assembled: &Assembled,
     strangers: &[Stranger],
     policy: &Policy,
     now: Timestamp,
     state: Option<&State>,
 ) -> Explanation {
-    let info = crate::cks::cluster_info(raw);
-    let prefixes = ClusterPrefixes::of(&raw.name, &raw.id);
+    let info = &raw.info;
+    let prefixes = ClusterPrefixes::of(&info.name, &info.id);
     let mut out = Explanation {
         cluster: ClusterLine {
-            id: raw.id.clone(),
-            name: raw.name.clone(),
-            state: raw.state.clone(),
-            zone: raw.zonename.clone().or_else(|| raw.zoneid.clone()),
-            owner: owner_text(owner_of_cluster(raw).as_ref()),
+            id: info.id.clone(),
+            name: info.name.clone(),
+            state: info.state.clone(),
+            zone: raw.zone_name.clone().or_else(|| info.zone_id.clone()),
+            owner: owner_text(info.owner.as_ref()),
             control_nodes: info.control_nodes,
             size: info.size,
             etcd_nodes: info.etcd_nodes,
@@ -183,12 +183,12 @@ pub fn explanation(
         grace_period_seconds: policy.grace_period.as_secs(),
         at: now,
         map: raw
-            .virtualmachines
+            .map
             .iter()
             .map(|vm| MapRow {
-                vm_id: vm.id.clone(),
-                vm_name: Some(vm.name.clone()),
-                state: vm.state.clone(),
+                vm_id: vm.id.to_string(),
+                vm_name: Some(vm.name.to_string()),
+                state: vm.state().as_str().to_string(),
             })
             .collect(),
         expected_vms: info.expected_vms(),
@@ -239,7 +239,7 @@ pub fn explanation(
             s.owner
         ),
     }));
-    let recorded = state.and_then(|s| s.clusters.get(&raw.id));
+    let recorded = state.and_then(|s| s.clusters.get(&info.id));
     out.findings = found
         .iter()
         .map(|m| {
@@ -247,7 +247,7 @@ pub fn explanation(
             FindingLine {
                 kind: m.kind.as_str(),
                 since: recorded.and_then(|c| c.side(m.side()).get(&key).map(|r| r.since)),
-                reason: reason(&raw.name, m),
+                reason: reason(&info.name, m),
                 key,
             }
         })
@@ -264,7 +264,7 @@ pub fn explanation(
                     vms.chain(c.nodes.iter().map(|e| (e, true)))
                 })
                 .map(|((key, r), node_side)| {
-                    let rk = record_key(&raw.id, key);
+                    let rk = record_key(&info.id, key);
                     let kept = compared && node_side && !nodes_listed;
                     ReportedLine {
                         key: key.clone(),
@@ -281,7 +281,7 @@ pub fn explanation(
         out.pending = state
             .outbox
             .iter()
-            .filter(|o| o.notification.finding().0 == raw.id)
+            .filter(|o| o.notification.finding().0 == info.id)
             .count();
     }
     out
@@ -536,23 +536,23 @@ fn node_lines(
 }
 
 /// The VMs named like a node of `c` whose owner is not the cluster's.
-pub fn strangers(c: &KubernetesCluster, vms: &[VirtualMachine]) -> Vec<Stranger> {
-    let prefixes = ClusterPrefixes::of(&c.name, &c.id);
-    let owner = owner_of_cluster(c);
+pub fn strangers(c: &ClusterRecord, vms: &[VmRow]) -> Vec<Stranger> {
+    let prefixes = ClusterPrefixes::of(&c.info.name, &c.info.id);
+    let owner = c.info.owner.as_ref();
     vms.iter()
         .filter(|vm| prefixes.role_of(&vm.name).is_some())
         .filter_map(|vm| {
-            let theirs = owner_of_vm(vm);
+            let theirs = vm.owner.as_deref();
             (theirs != owner).then(|| Stranger {
                 vm: Vm {
-                    id: vm.id.clone(),
-                    name: vm.name.clone(),
-                    state: VmState::parse(&vm.state),
-                    created: vm.created.as_deref().and_then(Timestamp::parse),
-                    last_updated: vm.lastupdated.as_deref().and_then(Timestamp::parse),
+                    id: vm.id.to_string(),
+                    name: vm.name.to_string(),
+                    state: vm.state(),
+                    created: vm.created(),
+                    last_updated: vm.last_updated(),
                     etcd: false,
                 },
-                owner: owner_text(theirs.as_ref()),
+                owner: owner_text(theirs),
             })
         })
         .collect()
@@ -756,15 +756,37 @@ pub enum ExplainError {
     Setup(String),
 }
 
+/// A cluster as some listing holds it: `explain` looks one up in the API's listing, then in
+/// the cycle's inventory.
+pub trait Listed {
+    fn id(&self) -> &str;
+    fn name(&self) -> &str;
+}
+
+impl Listed for KubernetesCluster {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Listed for ClusterRecord {
+    fn id(&self) -> &str {
+        &self.info.id
+    }
+    fn name(&self) -> &str {
+        &self.info.name
+    }
+}
+
 /// The one cluster named (by name or id) among `clusters`.
-pub fn pick<'a>(
-    clusters: &'a [KubernetesCluster],
-    wanted: &str,
-) -> Result<&'a KubernetesCluster, ExplainError> {
-    if let Some(c) = clusters.iter().find(|c| c.id == wanted) {
+pub fn pick<'a, C: Listed>(clusters: &'a [C], wanted: &str) -> Result<&'a C, ExplainError> {
+    if let Some(c) = clusters.iter().find(|c| c.id() == wanted) {
         return Ok(c);
     }
-    let named: Vec<&KubernetesCluster> = clusters.iter().filter(|c| c.name == wanted).collect();
+    let named: Vec<&C> = clusters.iter().filter(|c| c.name() == wanted).collect();
     match named.as_slice() {
         // Shown with `{:?}`, which escapes control characters.
         [] => Err(ExplainError::NotFound(wanted.to_string())),
@@ -772,11 +794,7 @@ pub fn pick<'a>(
         many => Err(ExplainError::Ambiguous {
             name: wanted.to_string(),
             count: many.len(),
-            ids: many
-                .iter()
-                .map(|c| c.id.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
+            ids: many.iter().map(|c| c.id()).collect::<Vec<_>>().join(", "),
         }),
     }
 }
@@ -809,6 +827,7 @@ pub async fn explain(
             source,
         })?;
     let id = pick(&clusters, wanted)?.id.clone();
+    drop(clusters);
     let listing = crate::inventory::Listing {
         concurrency: 1,
         default_user: &config.ssh.user,

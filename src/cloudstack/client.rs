@@ -236,9 +236,30 @@ impl Client {
         T: DeserializeOwned,
         K: Fn(&T) -> bool,
     {
+        self.list_map(command, item_key, params, |row: T| {
+            keep(&row).then_some(row)
+        })
+        .await
+    }
+
+    /// Like [`Client::list_where`], but each row is turned into what is kept of it (or
+    /// dropped, `None`) as soon as it is read: a listing held for a whole cycle holds only
+    /// that, never the rows as the API wrote them. `keep` may run more than once for a page
+    /// whose request is retried; only the last run's rows are kept.
+    pub async fn list_map<T, U, K>(
+        &self,
+        command: &str,
+        item_key: &str,
+        params: &[(&str, &str)],
+        keep: K,
+    ) -> Result<Vec<U>, ApiError>
+    where
+        T: DeserializeOwned,
+        K: Fn(T) -> Option<U>,
+    {
         let mut paging = Paging::new(self.options.page_size);
         let page_size = paging.page_size();
-        let mut rows: Vec<T> = Vec::new();
+        let mut rows: Vec<U> = Vec::new();
         loop {
             let mut pages = stream::iter(paging.batch())
                 .map(|page| self.page(command, item_key, params, page, page_size, &keep))
@@ -264,7 +285,7 @@ impl Client {
     }
 
     /// One page of a list command, with retries.
-    async fn page<T, K>(
+    async fn page<T, U, K>(
         &self,
         command: &str,
         item_key: &str,
@@ -272,10 +293,10 @@ impl Client {
         page: u32,
         page_size: u32,
         keep: &K,
-    ) -> Result<ListPage<T>, ApiError>
+    ) -> Result<ListPage<U>, ApiError>
     where
         T: DeserializeOwned,
-        K: Fn(&T) -> bool,
+        K: Fn(T) -> Option<U>,
     {
         let request = ApiRequest::list_page(command, params, page, page_size);
         let requested_page_size = self.requested_page_size(&request);

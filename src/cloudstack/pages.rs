@@ -97,10 +97,10 @@ pub(super) struct ListPage<T> {
     pub(super) rows: Vec<T>,
 }
 
-/// Reads the HTTP answer to page `page` of list `command`: the rows under `item_key` that
-/// `keep` accepts, or the [`ApiError`] the answer is. `page_size` is the one the request
-/// asked for, to explain a rejected page size.
-pub(super) fn read_page<T, K>(
+/// Reads the HTTP answer to page `page` of list `command`: what `keep` makes of each row under
+/// `item_key` (rows it answers `None` for are dropped), or the [`ApiError`] the answer is.
+/// `page_size` is the one the request asked for, to explain a rejected page size.
+pub(super) fn read_page<T, U, K>(
     command: &str,
     endpoint: &str,
     item_key: &str,
@@ -108,10 +108,10 @@ pub(super) fn read_page<T, K>(
     page_size: u32,
     raw: &RawResponse,
     keep: &K,
-) -> Result<ListPage<T>, ApiError>
+) -> Result<ListPage<U>, ApiError>
 where
     T: DeserializeOwned,
-    K: Fn(&T) -> bool,
+    K: Fn(T) -> Option<U>,
 {
     if raw.status == 200
         && let Some(rows) = parse_page(&raw.body, &response_key(command), item_key, keep)
@@ -125,13 +125,13 @@ where
 }
 
 /// Reads a page from an answer already parsed as JSON, saying which row is wrong if one is.
-fn page_from_value<T: DeserializeOwned>(
+fn page_from_value<T: DeserializeOwned, U>(
     command: &str,
     item_key: &str,
     page: u32,
     mut answer: Value,
-    keep: &impl Fn(&T) -> bool,
-) -> Result<ListPage<T>, ApiError> {
+    keep: &impl Fn(T) -> Option<U>,
+) -> Result<ListPage<U>, ApiError> {
     let count = read_count(command, &answer)?;
     let items = match answer.get_mut(item_key).map(Value::take) {
         None | Some(Value::Null) => Vec::new(),
@@ -150,9 +150,7 @@ fn page_from_value<T: DeserializeOwned>(
             command: command.to_string(),
             detail: format!("page {page}, `{item_key}` row {i}: {e}"),
         })?;
-        if keep(&row) {
-            rows.push(row);
-        }
+        rows.extend(keep(row));
     }
     Ok(ListPage { count, read, rows })
 }
@@ -160,12 +158,12 @@ fn page_from_value<T: DeserializeOwned>(
 /// Reads a list page straight from the body into rows, without building the JSON tree:
 /// `{"<response_key>": {"count": N, "<item_key>": [...]}}`, other keys skipped. `None` for
 /// anything else; [`page_from_value`] then says what is wrong.
-fn parse_page<T: DeserializeOwned>(
+fn parse_page<T: DeserializeOwned, U>(
     body: &str,
     response_key: &str,
     item_key: &str,
-    keep: &dyn Fn(&T) -> bool,
-) -> Option<ListPage<T>> {
+    keep: &dyn Fn(T) -> Option<U>,
+) -> Option<ListPage<U>> {
     let mut de = serde_json::Deserializer::from_str(body);
     let seed = page_seed::Envelope {
         response_key,
@@ -190,33 +188,33 @@ mod page_seed {
     use super::{ListPage, as_u64};
 
     /// The whole answer: finds the response object.
-    pub(super) struct Envelope<'a, T> {
+    pub(super) struct Envelope<'a, T, U> {
         pub(super) response_key: &'a str,
         pub(super) item_key: &'a str,
-        pub(super) keep: &'a dyn Fn(&T) -> bool,
+        pub(super) keep: &'a dyn Fn(T) -> Option<U>,
     }
 
     /// The response object: `count` and the rows.
-    struct Body<'a, T> {
+    struct Body<'a, T, U> {
         item_key: &'a str,
-        keep: &'a dyn Fn(&T) -> bool,
+        keep: &'a dyn Fn(T) -> Option<U>,
     }
 
     /// The rows: a list, or `null` for none.
-    struct Rows<'a, T> {
-        keep: &'a dyn Fn(&T) -> bool,
+    struct Rows<'a, T, U> {
+        keep: &'a dyn Fn(T) -> Option<U>,
     }
 
-    impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for Envelope<'_, T> {
-        type Value = Option<ListPage<T>>;
+    impl<'de, T: Deserialize<'de>, U> DeserializeSeed<'de> for Envelope<'_, T, U> {
+        type Value = Option<ListPage<U>>;
 
         fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
             d.deserialize_map(self)
         }
     }
 
-    impl<'de, T: Deserialize<'de>> Visitor<'de> for Envelope<'_, T> {
-        type Value = Option<ListPage<T>>;
+    impl<'de, T: Deserialize<'de>, U> Visitor<'de> for Envelope<'_, T, U> {
+        type Value = Option<ListPage<U>>;
 
         fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
             f.write_str("a CloudStack answer")
@@ -238,16 +236,16 @@ mod page_seed {
         }
     }
 
-    impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for Body<'_, T> {
-        type Value = ListPage<T>;
+    impl<'de, T: Deserialize<'de>, U> DeserializeSeed<'de> for Body<'_, T, U> {
+        type Value = ListPage<U>;
 
         fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
             d.deserialize_map(self)
         }
     }
 
-    impl<'de, T: Deserialize<'de>> Visitor<'de> for Body<'_, T> {
-        type Value = ListPage<T>;
+    impl<'de, T: Deserialize<'de>, U> Visitor<'de> for Body<'_, T, U> {
+        type Value = ListPage<U>;
 
         fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
             f.write_str("a list response object")
@@ -275,16 +273,16 @@ mod page_seed {
         }
     }
 
-    impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for Rows<'_, T> {
-        type Value = (usize, Vec<T>);
+    impl<'de, T: Deserialize<'de>, U> DeserializeSeed<'de> for Rows<'_, T, U> {
+        type Value = (usize, Vec<U>);
 
         fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
             d.deserialize_any(self)
         }
     }
 
-    impl<'de, T: Deserialize<'de>> Visitor<'de> for Rows<'_, T> {
-        type Value = (usize, Vec<T>);
+    impl<'de, T: Deserialize<'de>, U> Visitor<'de> for Rows<'_, T, U> {
+        type Value = (usize, Vec<U>);
 
         fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
             f.write_str("a list of rows")
@@ -299,9 +297,7 @@ mod page_seed {
             let mut rows = Vec::new();
             while let Some(row) = seq.next_element::<T>()? {
                 read += 1;
-                if (self.keep)(&row) {
-                    rows.push(row);
-                }
+                rows.extend((self.keep)(row));
             }
             Ok((read, rows))
         }
@@ -424,7 +420,7 @@ mod tests {
             }
         })
         .to_string();
-        let keep = |row: &Row| row.id != "z2";
+        let keep = |row: Row| (row.id != "z2").then_some(row);
         let page = parse_page(&body, "listzonesresponse", "zone", &keep).unwrap();
         assert_eq!(page.count, Some(3));
         assert_eq!(page.read, 3);
@@ -432,11 +428,11 @@ mod tests {
             page.rows,
             [Row { id: "z1".into() }, Row { id: "z3".into() }]
         );
-        let empty = parse_page::<Row>(
+        let empty = parse_page::<Row, Row>(
             r#"{"listzonesresponse":{"zone":null}}"#,
             "listzonesresponse",
             "zone",
-            &|_| true,
+            &Some,
         )
         .unwrap();
         assert_eq!((empty.count, empty.read, empty.rows.len()), (None, 0, 0));
@@ -452,14 +448,14 @@ mod tests {
             r#"{"listzonesresponse":{}} trailing"#,
             "<html>",
         ] {
-            let page = parse_page::<Row>(body, "listzonesresponse", "zone", &|_| true);
+            let page = parse_page::<Row, Row>(body, "listzonesresponse", "zone", &Some);
             assert!(page.is_none(), "{body}");
         }
         let raw = RawResponse {
             status: 200,
             body: r#"{"listzonesresponse":{"count":1,"zone":{"id":"z1"}}}"#.to_string(),
         };
-        let err = read_page::<Row, _>("listZones", "e", "zone", 1, 500, &raw, &|_| true)
+        let err = read_page::<Row, Row, _>("listZones", "e", "zone", 1, 500, &raw, &Some)
             .err()
             .unwrap();
         assert!(
