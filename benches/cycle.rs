@@ -791,33 +791,56 @@ async fn cron_script(api: &Client, lister: &dyn NodeLister) -> (usize, usize) {
     (clusters.len(), answered)
 }
 
+/// The simulated cloud's process (this binary, `--child serve`): it prints the world (its URL,
+/// sizes and database) on its first line, serves until its stdin closes, then prints its CPU
+/// time and exits.
+struct ServerChild {
+    child: std::process::Child,
+    out: BufReader<std::process::ChildStdout>,
+    world: Value,
+}
+
+impl ServerChild {
+    fn start(n: usize, ssh: Ssh, nodes: &std::path::Path, db_arg: &str) -> ServerChild {
+        let exe = std::env::current_exe().expect("this binary's path");
+        let mut child = Command::new(exe)
+            .args(["--child", "serve", &n.to_string(), ssh.name()])
+            .arg(nodes)
+            .arg(db_arg)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the simulated cloud");
+        let mut out = BufReader::new(child.stdout.take().expect("server stdout"));
+        let mut line = String::new();
+        out.read_line(&mut line).expect("server's first line");
+        let world = serde_json::from_str(line.trim()).expect("server's URL and world");
+        ServerChild { child, out, world }
+    }
+
+    /// Stops serving; the CPU time the server spent serving.
+    fn stop(mut self) -> Value {
+        drop(self.child.stdin.take());
+        let mut line = String::new();
+        self.out.read_line(&mut line).expect("server's last line");
+        assert!(
+            self.child.wait().expect("server exit").success(),
+            "the server failed"
+        );
+        serde_json::from_str(line.trim()).expect("server's CPU time")
+    }
+}
+
 /// One measurement: a server process for the world, a checker process against it.
 fn run_child(mode: &str, n: usize, ssh: Ssh, concurrency: usize) -> Value {
     let exe = std::env::current_exe().expect("this binary's path");
     let dir = tempfile::tempdir().expect("temporary directory");
     let nodes = dir.path().join("nodes.json");
-    let nodes = nodes.to_str().expect("UTF-8 path");
     let db_arg = if mode == "cycle-db" { "db" } else { "-" };
-    let mut server = Command::new(&exe)
-        .args([
-            "--child",
-            "serve",
-            &n.to_string(),
-            ssh.name(),
-            nodes,
-            db_arg,
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start the simulated cloud");
-    let mut server_out = BufReader::new(server.stdout.take().expect("server stdout"));
-    let mut line = String::new();
-    server_out
-        .read_line(&mut line)
-        .expect("server's first line");
-    let world: Value = serde_json::from_str(line.trim()).expect("server's URL and world");
+    let server = ServerChild::start(n, ssh, &nodes, db_arg);
+    let world = &server.world;
+    let nodes = nodes.to_str().expect("UTF-8 path");
     let url = world["url"].as_str().expect("URL");
 
     let mut command = Command::new(&exe);
@@ -833,14 +856,8 @@ fn run_child(mode: &str, n: usize, ssh: Ssh, concurrency: usize) -> Value {
         .stderr(Stdio::inherit())
         .output()
         .expect("run the measurement");
-    drop(server.stdin.take());
-    line.clear();
-    server_out.read_line(&mut line).expect("server's last line");
-    let server_cpu: Value = serde_json::from_str(line.trim()).expect("server's CPU time");
-    assert!(
-        server.wait().expect("server exit").success(),
-        "the server failed"
-    );
+    let world = world.clone();
+    let server_cpu = server.stop();
     assert!(
         output.status.success(),
         "{mode} {n} {} failed: {}",
@@ -1202,25 +1219,11 @@ fn the_binary(sizes: &[usize], concurrencies: &[usize]) {
         "{:>8} {:>7} {:>11} {:>7} {:>7} {:>4}",
         "clusters", "VMs", "concurrency", "wall s", "RSS MiB", "exit"
     );
-    let exe = std::env::current_exe().expect("this binary's path");
     for &n in sizes {
         let dir = tempfile::tempdir().expect("temporary directory");
         let nodes = dir.path().join("nodes.json");
-        let mut server = Command::new(&exe)
-            .args(["--child", "serve", &n.to_string(), Ssh::Real.name()])
-            .arg(&nodes)
-            .arg("-")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start the simulated cloud");
-        let mut server_out = BufReader::new(server.stdout.take().expect("server stdout"));
-        let mut line = String::new();
-        server_out
-            .read_line(&mut line)
-            .expect("server's first line");
-        let world: Value = serde_json::from_str(line.trim()).expect("server's URL and world");
+        let server = ServerChild::start(n, Ssh::Real, &nodes, "-");
+        let world = server.world.clone();
         let view: Value =
             serde_json::from_str(&std::fs::read_to_string(&nodes).expect("the SSH settings"))
                 .expect("SSH settings JSON");
@@ -1306,13 +1309,7 @@ listen = ""
                 code
             );
         }
-        drop(server.stdin.take());
-        line.clear();
-        server_out.read_line(&mut line).expect("server's last line");
-        assert!(
-            server.wait().expect("server exit").success(),
-            "the server failed"
-        );
+        server.stop();
     }
     println!(
         "RSS MiB: the binary's peak RSS (GNU time's %M, from wait4). exit: cks-drift's exit \
