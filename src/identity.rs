@@ -105,12 +105,7 @@ mod tests {
     const V2: &str = "5d1c00c8-7a2b-4c3d-8e9f-0a1b2c3d4e5f";
 
     fn node(name: &str, uuid: Option<&str>, provider: Option<&str>) -> Node {
-        Node {
-            name: name.into(),
-            system_uuid: uuid.map(str::to_string),
-            provider_id: provider.map(str::to_string),
-            ready: None,
-        }
+        Node::identified(name, uuid, provider)
     }
 
     const VMS: [(&str, &str); 2] = [(V1, "web-node-1"), (V2, "web-node-2")];

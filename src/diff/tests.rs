@@ -477,12 +477,7 @@ fn identified(nodes: &[(&str, Option<&str>)]) -> NodeView {
     NodeView::Listed(
         nodes
             .iter()
-            .map(|(name, uuid)| Node {
-                name: name.to_string(),
-                system_uuid: uuid.map(str::to_string),
-                provider_id: None,
-                ready: None,
-            })
+            .map(|(name, uuid)| Node::identified(name, *uuid, None))
             .collect(),
     )
 }
@@ -680,18 +675,12 @@ fn the_provider_id_is_an_identity_too() {
     let mut s = healthy();
     s.nodes = NodeView::Listed(vec![
         Node::named(CONTROL),
-        Node {
-            name: "renamed".into(),
-            system_uuid: Some("4230b1d7-0000-0000-0000-000000000000".into()),
-            provider_id: Some("cloudstack:///v2".into()),
-            ready: None,
-        },
-        Node {
-            name: WORKER_3.into(),
-            system_uuid: None,
-            provider_id: Some("external-cloudstack:///V3".into()),
-            ready: None,
-        },
+        Node::identified(
+            "renamed",
+            Some("4230b1d7-0000-0000-0000-000000000000"),
+            Some("cloudstack:///v2"),
+        ),
+        Node::identified(WORKER_3, None, Some("external-cloudstack:///V3")),
     ]);
     assert_eq!(run(&s), vec![]);
 }

@@ -201,12 +201,7 @@ mod tests {
     }
 
     fn node(name: &str, uuid: Option<&str>, provider: Option<&str>) -> Node {
-        Node {
-            name: name.into(),
-            system_uuid: uuid.map(str::to_string),
-            provider_id: provider.map(str::to_string),
-            ready: None,
-        }
+        Node::identified(name, uuid, provider)
     }
 
     fn with_ready(node: Node, ready: Readiness) -> Node {

@@ -45,6 +45,19 @@ impl Node {
     }
 }
 
+#[cfg(test)]
+impl Node {
+    /// A node listed with these identities and no readiness, for the tests of matching and
+    /// parsing.
+    pub fn identified(name: &str, system_uuid: Option<&str>, provider_id: Option<&str>) -> Self {
+        Node {
+            system_uuid: system_uuid.map(str::to_string),
+            provider_id: provider_id.map(str::to_string),
+            ..Node::named(name)
+        }
+    }
+}
+
 /// The status of a node's `Ready` condition, one of Kubernetes' three condition statuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Readiness {
