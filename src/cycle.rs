@@ -303,10 +303,12 @@ mod tests {
                 ),
             ]
         );
-        // 1206 VMs: three pages; the clusters twice and the networks once.
+        // 1206 VMs: three pages; the clusters twice, the release once and, on 4.22, the
+        // networks once.
         assert_eq!(
             calls(&api),
             [
+                ("listCapabilities".to_string(), 1),
                 ("listKubernetesClusters".to_string(), 2),
                 ("listNetworks".to_string(), 1),
                 ("listVirtualMachines".to_string(), 3),
@@ -359,6 +361,7 @@ mod tests {
         assert_eq!(
             calls(&api),
             [
+                ("listCapabilities".to_string(), 1),
                 ("listKubernetesClusters".to_string(), 2),
                 ("listNetworks".to_string(), 1),
                 ("listVirtualMachines".to_string(), 1),

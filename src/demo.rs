@@ -235,6 +235,7 @@ impl Scenario {
                 "project analytics, Shared network (SSH on port 22), 1 + 1".into(),
             ),
         ];
+        w.caller_api_key = DEMO_API_KEY.to_string();
         Scenario {
             sim: Arc::new(Sim::new(w)),
             nodes,
@@ -361,6 +362,9 @@ fn changes<'a>(before: &[Stored], after: &'a [Stored]) -> (Vec<&'a Stored>, Vec<
     (added, gone)
 }
 
+/// The key the demo's engine presents to the simulated cloud (`getUser` finds its user).
+const DEMO_API_KEY: &str = "demo-api-key";
+
 /// The demo's engine over the scenario, keeping its state and event log in `dir`.
 fn engine(scenario: &Scenario, dir: &Path, now: Timestamp) -> Result<Engine, DemoError> {
     let (file, state, _) =
@@ -405,6 +409,8 @@ fn engine(scenario: &Scenario, dir: &Path, now: Timestamp) -> Result<Engine, Dem
         }),
         lock: None,
         term_seen: 0,
+        api_key: crate::config::Secret::new(DEMO_API_KEY),
+        caller_checked: false,
     })
 }
 

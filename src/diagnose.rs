@@ -368,7 +368,7 @@ pub fn cycle(e: &CycleError, url: &str) -> String {
             let d = api(source, url);
             format!("cannot list {what}: {} ({})", d.line, d.step)
         }
-        CycleError::Standby => e.to_string(),
+        CycleError::Standby | CycleError::EncodedAnswers | CycleError::Caller(_) => e.to_string(),
     }
 }
 

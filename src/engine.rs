@@ -7,6 +7,7 @@ use std::sync::Arc;
 use tracing::{error, info, warn};
 
 use crate::cloudstack::client::Client;
+use crate::cloudstack::error::ApiError;
 use crate::config::Config;
 use crate::cycle::{ClusterStatus, CycleError, CycleReport, CycleSettings, run_cycle};
 use crate::database::lock::{Lock, Role};
@@ -69,6 +70,10 @@ pub struct Engine {
     /// The lock's `taken` count when the state last caught up with CloudStack: a new term
     /// means another instance may have reported meanwhile.
     pub term_seen: u64,
+    /// The API key, to ask once who holds it (`getUser`).
+    pub api_key: crate::config::Secret,
+    /// Whether the key's role was found fit (or could not be asked): asked until then.
+    pub caller_checked: bool,
 }
 
 /// What a tick did.
@@ -152,6 +157,8 @@ impl Engine {
             store,
             lock: None,
             term_seen: 0,
+            api_key: config.cloudstack.api_key.clone(),
+            caller_checked: false,
         })
     }
 
@@ -181,12 +188,28 @@ impl Engine {
                 }
             }
         }
+        let unasked = match self.check_caller().await {
+            Ok(unasked) => unasked,
+            Err(e) => {
+                let mut tick = standing_by(self.store.as_ref().map_or(0, |s| s.state.outbox.len()));
+                tick.report = Err(e);
+                return tick;
+            }
+        };
         let previous = self
             .store
             .as_ref()
             .map(|s| previous_maps(&s.state))
             .unwrap_or_default();
         let report = run_cycle(&self.api, self.lister.clone(), &self.cycle, &previous, now).await;
+        // `getUser` was refused, yet the cycle's own calls went through: the role lacks that
+        // command (or said nothing); said once, and not asked again.
+        if let Some(e) = unasked
+            && report.is_ok()
+        {
+            warn!(error = %error_chain(&e), "cannot ask CloudStack who holds the API key (getUser); its role must be of type Admin, or cks-drift's own annotations are not read back and other domains' clusters are not checked");
+            self.caller_checked = true;
+        }
         let Some(store) = self.store.as_mut() else {
             return Tick {
                 report,
@@ -307,6 +330,28 @@ impl Engine {
         }
         tick.pending = store.state.outbox.len();
         tick
+    }
+}
+
+impl Engine {
+    /// Before the first cycle: whether the API key's role is of type Admin. A role of another
+    /// type fails every cycle with the reason (its reports would be incomplete without a
+    /// word). When `getUser` fails, the error is returned for the tick to judge: an outage
+    /// or bad keys fail the cycle anyway and the question is asked again next time.
+    async fn check_caller(&mut self) -> Result<Option<ApiError>, CycleError> {
+        if self.caller_checked {
+            return Ok(None);
+        }
+        match self.api.caller(self.api_key.expose()).await {
+            Ok(user) => {
+                if let Some(problem) = crate::cloudstack::release::role_problem(&user) {
+                    return Err(CycleError::Caller(problem));
+                }
+                self.caller_checked = true;
+                Ok(None)
+            }
+            Err(e) => Ok(Some(e)),
+        }
     }
 }
 

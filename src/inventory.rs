@@ -19,6 +19,7 @@ use crate::cks::{ROOT_SCOPE, login_target, port_for, reached_directly};
 use crate::cloudstack::client::Client;
 use crate::cloudstack::error::ApiError;
 use crate::cloudstack::model::{KubernetesCluster, Network, VirtualMachine};
+use crate::cloudstack::release::{Release, network_scopes};
 use crate::database::Database;
 use crate::database::map::{DbMap, DbRow};
 use crate::remote::NodeLister;
@@ -37,6 +38,13 @@ pub enum CycleError {
         "not the active instance: another instance holds the lock in the CloudStack database, or this one lost it"
     )]
     Standby,
+    /// The answers are URL-encoded (`encode.api.response = true`): nothing is compared, since
+    /// names and markers would not match.
+    #[error("{}", crate::cloudstack::release::ENCODED_ANSWERS)]
+    EncodedAnswers,
+    /// The API key's role cannot see every cluster or read back cks-drift's own annotations.
+    #[error("{0}")]
+    Caller(String),
     #[error("cannot list {what}")]
     List {
         what: &'static str,
@@ -102,6 +110,45 @@ pub struct Listing<'a> {
     pub only: Option<&'a str>,
 }
 
+/// The release the server runs, or `None` when it is not shown or cannot be read: the
+/// listings that depend on it then take the way that is right on every release.
+async fn release_or_none(api: &Client) -> Option<Release> {
+    match api.version().await {
+        Ok(version) => version.as_deref().and_then(Release::parse),
+        Err(e) => {
+            debug!(error = %e, "cannot read the CloudStack release; networks are listed in every scope");
+            None
+        }
+    }
+}
+
+/// The networks `keep` accepts, of every account and project, as `release` must be asked
+/// for them (`release::network_scopes`: before 4.22 `projectid=-1` lists project networks
+/// alone, so the others are listed without it), merged by id in the order first listed.
+/// `extra` narrows every listing (`id`).
+pub async fn list_networks(
+    api: &Client,
+    release: Option<Release>,
+    extra: &[(&str, &str)],
+    keep: impl Fn(&Network) -> bool,
+) -> Result<Vec<Network>, ApiError> {
+    let keep = &keep;
+    let listings = network_scopes(release).iter().map(|scope| async move {
+        let mut params = scope.to_vec();
+        params.extend_from_slice(extra);
+        api.list_map::<Network, _, _>("listNetworks", "network", &params, |n| {
+            keep(&n).then_some(n)
+        })
+        .await
+    });
+    let mut seen = HashSet::new();
+    let mut networks = Vec::new();
+    for listed in futures::future::try_join_all(listings).await? {
+        networks.extend(listed.into_iter().filter(|n| seen.insert(n.id.clone())));
+    }
+    Ok(networks)
+}
+
 /// Reads one cycle's inventory. `previous` is what earlier cycles saw of each cluster's map
 /// (empty on the first cycle).
 pub async fn fetch(
@@ -149,14 +196,23 @@ pub async fn fetch(
                 &ROOT_SCOPE,
                 |c| Some(ClusterRecord::new(c)),
             ),
-            api.list_map::<Network, _, _>("listNetworks", "network", &ROOT_SCOPE, |n| {
-                reached_directly(&n).then_some(n.id)
-            }),
+            async {
+                let release = release_or_none(api).await;
+                list_networks(api, release, &[], reached_directly).await
+            },
         );
         let clusters = clusters.map_err(|source| CycleError::List {
             what: "Kubernetes clusters",
             source,
         })?;
+        // Every string of an answer is URL-encoded when `encode.api.response` is on; a
+        // cluster id (a uuid) shows it.
+        if clusters
+            .iter()
+            .any(|c| crate::cloudstack::release::url_encoded(&c.info.id))
+        {
+            return Err(CycleError::EncodedAnswers);
+        }
         let networks = networks.map_err(|source| CycleError::List {
             what: "networks",
             source,
@@ -166,7 +222,7 @@ pub async fn fetch(
             direct_networks = networks.len(),
             "listed"
         );
-        let direct: HashSet<String> = networks.into_iter().collect();
+        let direct: HashSet<String> = networks.into_iter().map(|n| n.id).collect();
         let checkable: Vec<usize> = (0..clusters.len())
             .filter(|&i| clusters[i].skip.is_none())
             .collect();

@@ -163,15 +163,18 @@ pub async fn recover(
     let alerts: Vec<Alert> = api
         .list("listAlerts", "alert", &[("name", ALERT_NAME)])
         .await?;
+    // Only what cks-drift wrote: the key's user's own admin-only annotations. A tenant's
+    // annotation that ends with a forged marker must not make its drift count as reported.
     let notes: Vec<Annotation> = api
-        .list(
+        .list_where(
             "listAnnotations",
             "annotation",
             &[
                 ("entitytype", "KUBERNETES_CLUSTER"),
-                ("annotationfilter", "all"),
+                ("annotationfilter", "self"),
                 ("keyword", "[cks-drift "),
             ],
+            Annotation::ours,
         )
         .await?;
     got.forgotten = forget_resolved(

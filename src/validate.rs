@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use crate::cloudstack::client::{Client, ClientOptions};
 use crate::cloudstack::http::{HttpTransport, read_ca_bundle};
-use crate::cloudstack::model::{KubernetesCluster, Network};
+use crate::cloudstack::model::KubernetesCluster;
+use crate::cloudstack::release::Release;
 use crate::cloudstack::retry::RetryPolicy;
 use crate::config::{Config, ConfigError, DEFAULT_COMMAND, parse_duration};
 use crate::diagnose;
@@ -476,6 +477,87 @@ fn api_failure(e: &crate::cloudstack::error::ApiError, url: &str) -> Finding {
     Finding::error(&format!("cloudstack API ({})", d.step), d.line)
 }
 
+/// Which CloudStack answers, and what cks-drift does differently on it; an error for a
+/// release older than 4.16 or an answer that names none.
+async fn server_release(api: &Client, url: &str) -> Result<(Finding, Option<Release>), Finding> {
+    let version = api.version().await.map_err(|e| api_failure(&e, url))?;
+    let Some(version) = version else {
+        return Ok((
+            Finding::warning(
+                "cloudstack release",
+                "listCapabilities does not show cloudstackversion (expose.cloudstack.version.api.list.capabilities is false): the release is unknown, so cks-drift reads the networks in every scope, which is right on every release but costs more calls; set it to true to let cks-drift tell",
+            ),
+            None,
+        ));
+    };
+    if crate::cloudstack::release::url_encoded(&version) {
+        return Err(Finding::error(
+            "cloudstack answers",
+            crate::cloudstack::release::ENCODED_ANSWERS,
+        ));
+    }
+    let release = Release::parse(&version);
+    let version = crate::untrusted::shown(&version, 64);
+    let Some(release) = release else {
+        return Err(Finding::error(
+            "cloudstack release",
+            format!(
+                "listCapabilities answered cloudstackversion \"{version}\", which names no release; cks-drift supports CloudStack {} and later",
+                Release::OLDEST
+            ),
+        ));
+    };
+    if !release.supported() {
+        return Err(Finding::error(
+            "cloudstack release",
+            format!(
+                "CloudStack {version} is older than {}, the oldest release cks-drift supports: its Kubernetes Service keeps the VM map differently; upgrade CloudStack first",
+                Release::OLDEST
+            ),
+        ));
+    }
+    let differences = release.differences();
+    let message = if differences.is_empty() {
+        format!("CloudStack {version}: nothing is done differently on this release")
+    } else {
+        format!(
+            "CloudStack {version}; on this release: {}",
+            differences.join("; ")
+        )
+    };
+    Ok((
+        Finding::new(Severity::Ok, "cloudstack release", message),
+        Some(release),
+    ))
+}
+
+/// Who holds the API key and whether its role is of type Admin: an error for any other
+/// type, a warning when CloudStack does not say (a role without `getUser`).
+async fn key_holder(api: &Client, api_key: &str) -> Result<Finding, Finding> {
+    match api.caller(api_key).await {
+        Ok(user) => match crate::cloudstack::release::role_problem(&user) {
+            Some(problem) => Err(Finding::error("cloudstack key", problem)),
+            None => Ok(Finding::new(
+                Severity::Ok,
+                "cloudstack key",
+                format!(
+                    "held by user {} of account {}, role {} (type Admin)",
+                    crate::untrusted::shown(user.username.as_deref().unwrap_or(&user.id), 80),
+                    crate::untrusted::shown(user.account.as_deref().unwrap_or("?"), 80),
+                    crate::untrusted::shown(user.rolename.as_deref().unwrap_or("?"), 80),
+                ),
+            )),
+        },
+        Err(e) => Ok(Finding::warning(
+            "cloudstack key",
+            format!(
+                "cannot tell the type of the key's role ({}); it must be Admin, or cks-drift's own annotations are not read back and other domains' clusters are not checked: allow getUser to the role, or check its type by hand",
+                crate::error_chain::error_chain(&e)
+            ),
+        )),
+    }
+}
+
 /// The connection test: one API call with the configured keys, then `ssh.command` on the
 /// control node of the first cluster that is checked (Running or Alert, CloudManaged) and
 /// has an endpoint.
@@ -537,6 +619,23 @@ pub async fn connect(config: &Config) -> Vec<Finding> {
             if clusters.len() == 1 { "" } else { "s" }
         ),
     ));
+    let release = match server_release(&api, url).await {
+        Ok((finding, release)) => {
+            out.push(finding);
+            release
+        }
+        Err(finding) => {
+            out.push(finding);
+            return out;
+        }
+    };
+    match key_holder(&api, config.cloudstack.api_key.expose()).await {
+        Ok(finding) => out.push(finding),
+        Err(finding) => {
+            out.push(finding);
+            return out;
+        }
+    }
 
     let checked: Vec<&KubernetesCluster> = clusters
         .iter()
@@ -569,12 +668,7 @@ pub async fn connect(config: &Config) -> Vec<Finding> {
     let network = match cluster.networkid.as_deref() {
         None => None,
         Some(id) => {
-            let mut params = crate::cks::ROOT_SCOPE.to_vec();
-            params.push(("id", id));
-            match api
-                .list::<Network>("listNetworks", "network", &params)
-                .await
-            {
+            match crate::inventory::list_networks(&api, release, &[("id", id)], |_| true).await {
                 Ok(mut n) => n.pop(),
                 Err(e) => {
                     out.push(api_failure(&e, url));

@@ -13,12 +13,14 @@ use serde_json::{Value, json};
 use super::time::SimTime;
 
 use super::query::{Acl, ApiError, Params, like_contains, paging, sql_eq};
+use super::release::MinusOneNetworks;
 use super::render::{
     Index, alert_json, annotation_json, cluster_json, flat_body, job_json, list_body, network_json,
     object_body, vm_json,
 };
 use super::world::{
-    JobOutcome, JobWork, SimAlert, SimAnnotation, SimCluster, SimJob, SimNetwork, SimVm, World,
+    CALLER_ACCOUNT, JobOutcome, JobWork, SimAlert, SimAnnotation, SimCluster, SimJob, SimNetwork,
+    SimVm, World,
 };
 
 /// Server settings the handlers honour.
@@ -28,6 +30,9 @@ pub struct Settings {
     pub max_page_size: Option<u32>,
     /// How many `queryAsyncJobResult` calls see a new job as pending before it runs.
     pub job_pending_polls: u32,
+    /// `encode.api.response`: every string of every answer URL-encoded (see
+    /// `render::url_encoded_answer`).
+    pub encode_api_response: bool,
 }
 
 impl Default for Settings {
@@ -35,6 +40,7 @@ impl Default for Settings {
         Settings {
             max_page_size: Some(super::query::DEFAULT_PAGE_SIZE),
             job_pending_polls: 0,
+            encode_api_response: false,
         }
     }
 }
@@ -52,6 +58,8 @@ pub const COMMANDS: &[&str] = &[
     "addAnnotation",
     "listAnnotations",
     "removeAnnotation",
+    "listCapabilities",
+    "getUser",
 ];
 
 /// Runs `command`; `None` if the simulator does not know it.
@@ -74,9 +82,77 @@ pub fn execute(
         "addAnnotation" => add_annotation(w, &p),
         "listAnnotations" => list_annotations(w, s, &p),
         "removeAnnotation" => remove_annotation(w, &p),
+        "listCapabilities" => Ok(list_capabilities(w, &p)),
+        "getUser" => get_user(w, &p),
         _ => return None,
     };
     Some(result)
+}
+
+/// `listCapabilities` (`ListCapabilitiesCmd`, any role): a few of its fields, with the
+/// release's `cloudstackversion`.
+fn list_capabilities(w: &World, p: &Params) -> String {
+    object_body(
+        &p.command,
+        "capability",
+        &json!({
+            "securitygroupsenabled": false,
+            "dynamicrolesenabled": true,
+            "cloudstackversion": w.release.version(),
+            "userpublictemplateenabled": true,
+            "supportELB": "false",
+            "projectinviterequired": false,
+            "allowusercreateprojects": true,
+            "customdiskofferingminsize": 1,
+            "customdiskofferingmaxsize": 1024,
+            "kubernetesserviceenabled": true,
+            "kubernetesclusterexperimentalfeaturesenabled": false,
+            "apilimitinterval": 1,
+            "apilimitmax": 25,
+        }),
+    )
+}
+
+/// `getUser userapikey=` (`GetUserCmd`, an admin command; the same on 4.16 to 4.22): the
+/// user that holds the key, or 431 / 4350. `secretkey` is left out, as it is unless
+/// `use.secret.key.in.response` is true.
+fn get_user(w: &World, p: &Params) -> Result<String, ApiError> {
+    let key = p.required("userapikey")?;
+    if w.caller_api_key.is_empty() || key != w.caller_api_key {
+        return Err(ApiError::invalid(
+            "User with specified API key does not exist",
+        ));
+    }
+    let domain = w.root_domain_id().to_string();
+    let role_name = match w.caller_role_type.as_str() {
+        "Admin" => "Root Admin",
+        "ResourceAdmin" => "Resource Admin",
+        "DomainAdmin" => "Domain Admin",
+        _ => "User",
+    };
+    Ok(object_body(
+        &p.command,
+        "user",
+        &json!({
+            "id": w.admin_user_id,
+            "username": CALLER_ACCOUNT,
+            "firstname": "Admin",
+            "lastname": "User",
+            "created": w.now.to_cloudstack(),
+            "state": "enabled",
+            "account": CALLER_ACCOUNT,
+            "accounttype": if w.caller_role_type == "Admin" { 1 } else { 0 },
+            "usersource": "native",
+            "roleid": "role-1",
+            "roletype": w.caller_role_type,
+            "rolename": role_name,
+            "domainid": domain,
+            "domain": "ROOT",
+            "apikey": w.caller_api_key,
+            "iscallerchilddomain": false,
+            "isdefault": true,
+        }),
+    ))
 }
 
 const CLUSTER_TYPES: &[&str] = &["CloudManaged", "ExternalManaged"];
@@ -84,7 +160,11 @@ const CLUSTER_TYPES: &[&str] = &["CloudManaged", "ExternalManaged"];
 fn list_kubernetes_clusters(w: &World, s: &Settings, p: &Params) -> Result<String, ApiError> {
     let page = paging(p, s.max_page_size)?;
     let id = p.uuid("id", |v| w.clusters.iter().any(|c| sql_eq(&c.id, v)))?;
-    let clustertype = p.get("clustertype");
+    // `clustertype` is a parameter from 4.19.0 on; an older server ignores it as it ignores
+    // any name it does not declare.
+    let clustertype = p
+        .get("clustertype")
+        .filter(|_| w.release.has_cluster_type());
     if let Some(t) = clustertype {
         // A case-sensitive enum: `valueOf` fails on anything else.
         if !CLUSTER_TYPES.contains(&t) {
@@ -109,13 +189,19 @@ fn list_kubernetes_clusters(w: &World, s: &Settings, p: &Params) -> Result<Strin
         })
         .collect();
     // Only the requested page is rendered: the count needs the matches, not their JSON.
-    let count = matches.len();
+    let matched = matches.len();
     let ix = Index::with_vms(w);
     let rendered: Vec<Value> = page
         .apply(matches)
         .into_iter()
         .map(|c| cluster_json(w, &ix, c))
         .collect();
+    // Before 4.19.1 `count` is the rows of this page (see `Release::counts_cluster_page_rows`).
+    let count = if w.release.counts_cluster_page_rows() {
+        rendered.len()
+    } else {
+        matched
+    };
     Ok(list_body(&p.command, "kubernetescluster", count, &rendered))
 }
 
@@ -132,15 +218,21 @@ fn list_virtual_machines(w: &World, s: &Settings, p: &Params) -> Result<String, 
     let zone = p.uuid("zoneid", |v| w.zone(v).is_some())?;
     let network = p.uuid("networkid", |v| w.network(v).is_some())?;
     // `ListVMsCmd.getDetails`: each item is `VMDetails.valueOf`, case-sensitive, untrimmed
-    // (`StringTokenizer` on ","); an empty list means all details.
+    // (`StringTokenizer` on ","); an empty list means all details. `vnfnics` joined the enum,
+    // and so the error's list, in 4.19.0.
+    let allowed: Vec<&str> = VM_DETAILS
+        .iter()
+        .copied()
+        .filter(|d| *d != "vnfnics" || w.release.has_vnf_nics_detail())
+        .collect();
     if let Some(raw) = p.raw("details")
         && raw
             .split(',')
-            .any(|d| !d.is_empty() && !VM_DETAILS.contains(&d))
+            .any(|d| !d.is_empty() && !allowed.contains(&d))
     {
         return Err(ApiError::invalid(format!(
             "The details parameter contains a non permitted value. The allowed values are [{}]",
-            VM_DETAILS.join(", ")
+            allowed.join(", ")
         )));
     }
     let acl = Acl::from_params(p, w, id.is_some())?;
@@ -198,12 +290,30 @@ fn list_networks(w: &World, s: &Settings, p: &Params) -> Result<String, ApiError
     let page = paging(p, s.max_page_size)?;
     let id = p.uuid("id", |v| w.network(v).is_some())?;
     let zone = p.uuid("zoneid", |v| w.zone(v).is_some())?;
-    let acl = Acl::from_params(p, w, id.is_some())?;
+    let mut acl = Acl::from_params(p, w, id.is_some())?;
+    // What `projectid=-1`, or `listall` without it, selects differs by release (see
+    // `Release::minus_one_networks`).
+    let minus_one = match p.get("projectid") {
+        Some("-1") => w.release.minus_one_networks(),
+        _ => MinusOneNetworks::All,
+    };
+    match minus_one {
+        MinusOneNetworks::ProjectsOnly => acl.only_projects(),
+        MinusOneNetworks::ProjectsAndDomainWide | MinusOneNetworks::All => {}
+    }
+    if p.get("projectid").is_none() && w.release.list_all_networks_include_projects() {
+        acl.with_projects();
+    }
     let (keyword, kind) = (p.get("keyword"), p.get("type"));
     let matches: Vec<&SimNetwork> = w
         .networks
         .iter()
         .filter(|n| acl.admits(&n.owner, w))
+        .filter(|n| {
+            minus_one != MinusOneNetworks::ProjectsAndDomainWide
+                || n.owner.is_project()
+                || n.is_domain_wide()
+        })
         .filter(|n| id.is_none_or(|v| n.id == v))
         .filter(|n| zone.is_none_or(|z| n.zone_id == z))
         .filter(|n| kind.is_none_or(|t| sql_eq(n.network_type.as_str(), t)))
@@ -567,6 +677,8 @@ fn add_annotation(w: &mut World, p: &Params) -> Result<String, ApiError> {
     let id = w.fresh_id();
     let annotation = SimAnnotation {
         id,
+        user_id: w.admin_user_id.clone(),
+        username: CALLER_ACCOUNT.to_string(),
         entity_type: entity_type.to_string(),
         entity_id: entity_id.to_string(),
         annotation: p.raw("annotation").unwrap_or("").to_string(),
@@ -599,6 +711,10 @@ fn list_annotations(w: &World, s: &Settings, p: &Params) -> Result<String, ApiEr
     let filter = p.get("annotationfilter").unwrap_or("all");
     let keyword = p.get("keyword").filter(|k| !k.trim().is_empty());
     let caller = w.admin_user_id.as_str();
+    // `AnnotationManagerImpl.isCallingUserAdmin` accepts `RoleType.Admin` alone: for any
+    // other caller `adminsOnly = false` is added, so admin-only annotations are not listed.
+    let admin = w.caller_role_type == "Admin";
+    let mine_only = filter.eq_ignore_ascii_case("self");
     let mut matches: Vec<(usize, &SimAnnotation)> = if let Some(id) = id {
         // `getSingleAnnotationListByUuid`: only when `userid` is the creator's and the
         // annotation is admins-only (the caller is an admin); `keyword` is ignored here.
@@ -614,6 +730,9 @@ fn list_annotations(w: &World, s: &Settings, p: &Params) -> Result<String, ApiEr
             .iter()
             .enumerate()
             .filter(|(_, a)| !a.removed)
+            .filter(|(_, a)| admin || !a.admins_only)
+            // `annotationfilter=self`: the caller's own (`AnnotationDaoImpl`, by user id).
+            .filter(|(_, a)| !mine_only || a.user_id == caller)
             // A plain string comparison: an unknown type matches nothing.
             .filter(|(_, a)| entity_type.is_none_or(|t| t.is_empty() || a.entity_type == t))
             .filter(|(_, a)| entity_id.is_none_or(|e| a.entity_id == e))

@@ -58,6 +58,8 @@ pub struct FakeCloudStack {
 impl FakeCloudStack {
     /// Serves `sim` on 127.0.0.1 (a free port), accepting requests signed with this key pair.
     pub async fn start(sim: Arc<Sim>, api_key: &str, secret_key: &str) -> FakeCloudStack {
+        // `getUser userapikey=` finds the caller by the key it signs with.
+        sim.with_world(|w| w.caller_api_key = api_key.to_string());
         let shared = Arc::new(Shared {
             sim,
             api_key: api_key.to_string(),

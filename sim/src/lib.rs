@@ -17,6 +17,7 @@ mod http;
 pub mod mariadb;
 mod params;
 mod query;
+mod release;
 mod render;
 pub mod signature;
 mod time;
@@ -29,6 +30,7 @@ use std::time::Duration;
 pub use commands::{COMMANDS, Settings};
 pub use http::{CONTENT_TYPE, FakeCloudStack, decode_pairs};
 pub use query::{ApiError, DEFAULT_PAGE_SIZE};
+pub use release::Release;
 pub use render::{error_body, response_key};
 pub use time::SimTime;
 pub use world::{
@@ -128,6 +130,11 @@ impl Sim {
     /// Makes new async jobs answer "pending" to this many queries before they run.
     pub fn set_job_pending_polls(&self, polls: u32) {
         self.lock().settings.job_pending_polls = polls;
+    }
+
+    /// `encode.api.response = true`: every string value of every answer is URL-encoded.
+    pub fn set_encode_api_response(&self, on: bool) {
+        self.lock().settings.encode_api_response = on;
     }
 
     /// Delay applied by the transports before each call is answered.
@@ -238,11 +245,21 @@ impl Sim {
         let Inner {
             world, settings, ..
         } = &mut *inner;
+        let encoded = |body: String| {
+            if settings.encode_api_response {
+                render::url_encoded_answer(&body)
+            } else {
+                body
+            }
+        };
         match commands::execute(world, settings, command, &normalized) {
-            Some(Ok(body)) => Answer { status: 200, body },
+            Some(Ok(body)) => Answer {
+                status: 200,
+                body: encoded(body),
+            },
             Some(Err(err)) => Answer {
                 status: err.code,
-                body: error_body(&response_key(command), &err),
+                body: encoded(error_body(&response_key(command), &err)),
             },
             None => Answer {
                 status: 401,

@@ -99,10 +99,13 @@ fn declared(command: &str) -> (&'static [Declared], &'static [&'static [Declared
         "addAnnotation" => (ADD_ANNOTATION, &[]),
         "listAnnotations" => (LIST_ANNOTATIONS, &[LIST]),
         "removeAnnotation" => (REMOVE_ANNOTATION, &[]),
+        "getUser" => (GET_USER, &[]),
         _ => (&[], &[]),
     }
 }
 
+/// `GetUserCmd`.
+const GET_USER: &[Declared] = &[required("userapikey", "apiKey", S)];
 const LIST_KUBERNETES_CLUSTERS: &[Declared] = &[
     p("id", "id", O),
     p("state", "state", S),

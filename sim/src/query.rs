@@ -320,6 +320,16 @@ impl Acl {
         })
     }
 
+    /// Narrows the listing to project-owned resources.
+    pub fn only_projects(&mut self) {
+        self.projects = ProjectCriteria::Only;
+    }
+
+    /// Lets project-owned resources into a listing that would skip them.
+    pub fn with_projects(&mut self) {
+        self.projects = ProjectCriteria::All;
+    }
+
     pub fn admits(&self, owner: &SimOwner, w: &World) -> bool {
         let project_ok = match self.projects {
             ProjectCriteria::All => true,

@@ -32,6 +32,41 @@ pub fn list_body(command: &str, item_key: &str, count: usize, items: &[Value]) -
     format!("{{\"{key}\":{{\"count\":{count},\"{item_key}\":{items}}}}}")
 }
 
+/// An answer as the server writes it with `encode.api.response = true`
+/// (`ApiResponseSerializer` and `EncodedStringTypeAdapter`, the same on 4.16 to 4.22): every
+/// string value at any depth, ids and error texts included, goes through CloudStack's own
+/// encoder, which keeps `A-Z a-z 0-9` and writes every other ASCII character as `%XX`
+/// (upper-case hex, a space as `%20`) and non-ASCII characters as they are. Keys, numbers
+/// and booleans are left alone.
+pub fn url_encoded_answer(body: &str) -> String {
+    fn encode(s: &str) -> String {
+        let mut out = String::with_capacity(s.len() * 3);
+        for c in s.chars() {
+            if c.is_ascii_alphanumeric() || !c.is_ascii() {
+                out.push(c);
+            } else {
+                out.push_str(&format!("%{:02X}", c as u32));
+            }
+        }
+        out
+    }
+    fn walk(v: &mut Value) {
+        match v {
+            Value::String(s) => *s = encode(s),
+            Value::Array(items) => items.iter_mut().for_each(walk),
+            Value::Object(m) => m.values_mut().for_each(walk),
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+    }
+    match serde_json::from_str::<Value>(body) {
+        Ok(mut v) => {
+            walk(&mut v);
+            v.to_string()
+        }
+        Err(_) => body.to_string(),
+    }
+}
+
 /// `{"<cmd>response":{"<object key>":{...}}}`.
 pub fn object_body(command: &str, object_key: &str, value: &Value) -> String {
     let value = serde_json::to_string(value).expect("JSON values serialize");
@@ -164,7 +199,7 @@ pub fn vm_json(w: &World, ix: &Index, vm: &SimVm, in_cluster: bool) -> Value {
     put(&mut m, "hypervisor", "KVM");
     put(&mut m, "haenable", false);
     put(&mut m, "displayvm", true);
-    if let Some(t) = &vm.vmtype {
+    if let Some(t) = vm.vmtype.as_ref().filter(|_| w.release.has_cks_vm_type()) {
         put(&mut m, "vmtype", t.as_str());
     }
     put(&mut m, "details", json!(vm.details));
@@ -194,7 +229,7 @@ pub fn vm_json(w: &World, ix: &Index, vm: &SimVm, in_cluster: bool) -> Value {
     put(&mut m, "affinitygroup", json!([]));
     put(&mut m, "tags", json!([]));
     put(&mut m, "hasannotations", has_annotations(w, &vm.id));
-    if in_cluster {
+    if in_cluster && w.release.has_cluster_node_flags() {
         if let Some(e) = vm.isetcdnode {
             put(&mut m, "isetcdnode", e);
         }
@@ -240,7 +275,18 @@ pub fn cluster_json(w: &World, ix: &Index, c: &SimCluster) -> Value {
         .iter()
         .filter_map(|id| ix.vm(id))
         .filter(|vm| !vm.removed)
-        .map(|vm| vm_json(w, ix, vm, true))
+        .map(|vm| {
+            let mut row = vm_json(w, ix, vm, true);
+            // 4.21: the node's Kubernetes version, from the map row (`kubernetes_node_version`,
+            // set at creation and by upgrades); the cluster's version in this world.
+            if w.release.has_cluster_node_flags()
+                && let Value::Object(m) = &mut row
+            {
+                let version = c.kubernetes_version.trim_start_matches('v');
+                put(m, "kubernetesnodeversion", version);
+            }
+            row
+        })
         .collect();
     put(&mut m, "virtualmachines", vms);
     // Only an isolated (not Shared, not ROUTED) network with one source-NAT IP.
@@ -252,7 +298,11 @@ pub fn cluster_json(w: &World, ix: &Index, c: &SimCluster) -> Value {
         put(&mut m, "ipaddressid", ip.id.as_str());
     }
     put(&mut m, "autoscalingenabled", false);
-    if let Some(t) = &c.clustertype {
+    if let Some(t) = c
+        .clustertype
+        .as_ref()
+        .filter(|_| w.release.has_cluster_type())
+    {
         put(&mut m, "clustertype", t.as_str());
     }
     put(&mut m, "created", c.created.to_cloudstack());
@@ -267,7 +317,11 @@ pub fn network_json(w: &World, n: &SimNetwork) -> Value {
     put(&mut m, "displaytext", n.name.as_str());
     put(&mut m, "traffictype", "Guest");
     put(&mut m, "type", n.network_type.as_str());
-    if let Some(mode) = &n.network_mode {
+    if let Some(mode) = n
+        .network_mode
+        .as_ref()
+        .filter(|_| w.release.has_network_mode())
+    {
         put(&mut m, "networkmode", mode.as_str());
     }
     put(&mut m, "cidr", n.cidr.as_str());
@@ -310,8 +364,8 @@ pub fn annotation_json(w: &World, a: &SimAnnotation) -> Value {
         put(&mut m, "entityname", n);
     }
     put(&mut m, "annotation", a.annotation.as_str());
-    put(&mut m, "userid", w.admin_user_id.as_str());
-    put(&mut m, "username", "admin");
+    put(&mut m, "userid", a.user_id.as_str());
+    put(&mut m, "username", a.username.as_str());
     put(&mut m, "adminsonly", a.admins_only);
     put(&mut m, "created", a.created.to_cloudstack());
     if a.removed {

@@ -973,3 +973,275 @@ fn reads_are_list_get_query_and_find_and_everything_else_changes_state() {
     assert!(call("addAnnotation").is_state_changing());
     assert!(!call("listAnnotations").is_state_changing());
 }
+
+fn on(release: Release, w: &mut World) {
+    w.release = release;
+}
+
+#[test]
+fn cluster_count_is_the_page_rows_before_4_19_1() {
+    for (release, counts) in [
+        (Release::V4_16, [2, 2, 1]),
+        (Release::V4_19_0, [2, 2, 1]),
+        (Release::V4_19_1, [5, 5, 5]),
+        (Release::V4_22, [5, 5, 5]),
+    ] {
+        let mut w = world();
+        on(release, &mut w);
+        let owner = w.admin();
+        for n in 0..5 {
+            w.add_cluster(&format!("c{n}"), owner.clone(), 1, 1, 0);
+        }
+        let sim = Sim::new(w);
+        for (page, count) in ["1", "2", "3"].into_iter().zip(counts) {
+            let (_, v) = call(
+                &sim,
+                "listKubernetesClusters",
+                &[("listall", "true"), ("page", page), ("pagesize", "2")],
+            );
+            assert_eq!(
+                v["listkubernetesclustersresponse"]["count"], count,
+                "{release:?} page {page}"
+            );
+        }
+        // Past the end: no rows and, with a count of the page's rows, no count either.
+        let (_, v) = call(
+            &sim,
+            "listKubernetesClusters",
+            &[("listall", "true"), ("page", "4"), ("pagesize", "2")],
+        );
+        let empty = release < Release::V4_19_1;
+        assert_eq!(
+            v["listkubernetesclustersresponse"] == json!({}),
+            empty,
+            "{release:?}: {v}"
+        );
+    }
+}
+
+#[test]
+fn networks_listed_with_minus_one_and_without_differ_by_release() {
+    // A tenant's isolated network, a ROUTED one, a zone-wide Shared one (the admin's) and a
+    // project's network.
+    let mut w = world();
+    let root = w.root_domain_id().to_string();
+    let tenant = w.add_account("alice", &root);
+    let project = w.add_project("team");
+    let layouts = [
+        ("iso", tenant.clone(), NetworkLayout::Isolated),
+        ("routed", tenant, NetworkLayout::Routed),
+        ("shared", w.admin(), NetworkLayout::Shared),
+        ("proj", project, NetworkLayout::Isolated),
+    ];
+    for (name, owner, layout) in layouts {
+        w.add_cluster_with(ClusterSpec {
+            layout,
+            ..ClusterSpec::new(name, owner, 1, 1, 0)
+        });
+    }
+    let names = |sim: &Sim, params: &[(&str, &str)]| -> Vec<String> {
+        let (_, v) = call(sim, "listNetworks", params);
+        let mut names: Vec<String> = v["listnetworksresponse"]["network"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|n| {
+                        n["name"]
+                            .as_str()
+                            .unwrap()
+                            .trim_end_matches("-network")
+                            .into()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    for (release, minus_one, list_all) in [
+        (
+            Release::V4_16,
+            vec!["proj"],
+            vec!["iso", "routed", "shared"],
+        ),
+        (
+            Release::V4_18,
+            vec!["proj", "shared"],
+            vec!["iso", "routed", "shared"],
+        ),
+        (
+            Release::V4_19_1,
+            vec!["iso", "proj", "routed", "shared"],
+            vec!["iso", "proj", "routed", "shared"],
+        ),
+        (
+            Release::V4_21,
+            vec!["proj", "shared"],
+            vec!["iso", "routed", "shared"],
+        ),
+        (
+            Release::V4_22,
+            vec!["iso", "proj", "routed", "shared"],
+            vec!["iso", "routed", "shared"],
+        ),
+    ] {
+        let mut w = w.clone();
+        on(release, &mut w);
+        let sim = Sim::new(w);
+        assert_eq!(
+            names(&sim, &[("listall", "true"), ("projectid", "-1")]),
+            minus_one,
+            "{release:?}"
+        );
+        assert_eq!(names(&sim, &[("listall", "true")]), list_all, "{release:?}");
+        // `networkmode` from 4.20 on.
+        let (_, v) = call(&sim, "listNetworks", &[("listall", "true")]);
+        let modes = v["listnetworksresponse"]["network"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.get("networkmode").is_some());
+        assert_eq!(modes, release >= Release::V4_20, "{release:?}");
+    }
+}
+
+#[test]
+fn cluster_vms_carry_node_flags_and_clusters_a_type_by_release() {
+    for release in Release::SUPPORTED {
+        let mut w = world();
+        on(release, &mut w);
+        let owner = w.admin();
+        w.add_cluster("c", owner, 1, 1, 1);
+        let sim = Sim::new(w);
+        let (_, v) = call(&sim, "listKubernetesClusters", &[]);
+        let c = &v["listkubernetesclustersresponse"]["kubernetescluster"][0];
+        let vm = &c["virtualmachines"][0];
+        let flags = release >= Release::V4_21;
+        assert_eq!(vm.get("isetcdnode").is_some(), flags, "{release:?}");
+        assert_eq!(vm.get("isexternalnode").is_some(), flags, "{release:?}");
+        assert_eq!(
+            vm.get("kubernetesnodeversion").is_some(),
+            flags,
+            "{release:?}"
+        );
+        assert_eq!(
+            c.get("clustertype").is_some(),
+            release >= Release::V4_19_0,
+            "{release:?}"
+        );
+        let (_, caps) = call(&sim, "listCapabilities", &[]);
+        assert_eq!(
+            caps["listcapabilitiesresponse"]["capability"]["cloudstackversion"],
+            release.version()
+        );
+    }
+}
+
+#[test]
+fn get_user_finds_the_caller_by_its_key_with_its_role_type() {
+    let mut w = world();
+    w.caller_api_key = "the-key".into();
+    let sim = Sim::new(w);
+    let (status, v) = call(&sim, "getUser", &[("userapikey", "the-key")]);
+    assert_eq!(status, 200);
+    let user = &v["getuserresponse"]["user"];
+    assert_eq!(user["roletype"], "Admin");
+    assert_eq!(user["username"], "admin");
+    assert!(user.get("secretkey").is_none());
+    let (status, v) = call(&sim, "getUser", &[("userapikey", "another")]);
+    assert_eq!(status, 431);
+    assert_eq!(
+        v["getuserresponse"]["errortext"],
+        "User with specified API key does not exist"
+    );
+    assert_eq!(v["getuserresponse"]["cserrorcode"], 4350);
+    let (status, _) = call(&sim, "getUser", &[]);
+    assert_eq!(status, 431);
+    sim.with_world(|w| w.caller_role_type = "DomainAdmin".into());
+    let (_, v) = call(&sim, "getUser", &[("userapikey", "the-key")]);
+    assert_eq!(v["getuserresponse"]["user"]["roletype"], "DomainAdmin");
+}
+
+#[test]
+fn admin_only_annotations_are_listed_to_admin_role_types_alone_and_self_is_the_callers() {
+    let mut w = world();
+    let owner = w.admin();
+    let c = w.add_cluster("c", owner, 1, 1, 0);
+    w.annotations.push(SimAnnotation {
+        id: "tenant-note".into(),
+        user_id: "tenant-user".into(),
+        username: "alice".into(),
+        entity_type: "KUBERNETES_CLUSTER".into(),
+        entity_id: c.clone(),
+        annotation: "notes [cks-drift mapped_vm:x]".into(),
+        admins_only: false,
+        created: SimTime::from_unix(NOW),
+        removed: false,
+    });
+    let sim = Sim::new(w);
+    call(
+        &sim,
+        "addAnnotation",
+        &[
+            ("annotation", "ours"),
+            ("entitytype", "KUBERNETES_CLUSTER"),
+            ("entityid", &c),
+            ("adminsonly", "true"),
+        ],
+    );
+    let listed = |filter: &str| -> Vec<String> {
+        let (_, v) = call(
+            &sim,
+            "listAnnotations",
+            &[
+                ("entitytype", "KUBERNETES_CLUSTER"),
+                ("entityid", &c),
+                ("annotationfilter", filter),
+            ],
+        );
+        v["listannotationsresponse"]["annotation"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|n| n["annotation"].as_str().unwrap().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(listed("all"), ["ours", "notes [cks-drift mapped_vm:x]"]);
+    assert_eq!(listed("self"), ["ours"]);
+    assert_eq!(listed("SELF"), ["ours"]);
+    sim.with_world(|w| w.caller_role_type = "DomainAdmin".into());
+    assert_eq!(listed("all"), ["notes [cks-drift mapped_vm:x]"]);
+    assert_eq!(listed("self"), Vec::<String>::new());
+}
+
+#[test]
+fn encode_api_response_url_encodes_every_string_of_every_answer() {
+    let mut w = world();
+    let owner = w.admin();
+    let c = w.add_cluster("k8s one", owner, 1, 1, 0);
+    let sim = Sim::new(w);
+    sim.set_encode_api_response(true);
+    let (_, v) = call(&sim, "listKubernetesClusters", &[]);
+    let r = &v["listkubernetesclustersresponse"];
+    assert_eq!(r["count"], 1);
+    let cluster = &r["kubernetescluster"][0];
+    assert_eq!(cluster["name"], "k8s%20one");
+    assert_eq!(cluster["id"], c.replace('-', "%2D").as_str());
+    assert_eq!(cluster["controlnodes"], 1);
+    let (_, caps) = call(&sim, "listCapabilities", &[]);
+    assert_eq!(
+        caps["listcapabilitiesresponse"]["capability"]["cloudstackversion"],
+        "4%2E22%2E0%2E0"
+    );
+    let (status, err) = call(&sim, "listKubernetesClusters", &[("clustertype", "x y")]);
+    assert_eq!(status, 431);
+    assert!(
+        err["listkubernetesclustersresponse"]["errortext"]
+            .as_str()
+            .unwrap()
+            .starts_with("Unable%20to%20resolve"),
+        "{err}"
+    );
+}

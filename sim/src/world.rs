@@ -197,6 +197,12 @@ pub struct SimNetwork {
 }
 
 impl SimNetwork {
+    /// A network every account of a domain may use (ACL type Domain): the zone-wide Shared
+    /// networks an admin creates. Account-scoped Shared networks are not modelled.
+    pub fn is_domain_wide(&self) -> bool {
+        self.network_type == NetworkType::Shared
+    }
+
     /// Shared networks and ROUTED mode: VMs are reached on their own address.
     pub fn is_direct_access(&self) -> bool {
         self.network_type == NetworkType::Shared || self.network_mode.as_deref() == Some("ROUTED")
@@ -220,6 +226,9 @@ pub struct SimAlert {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimAnnotation {
     pub id: String,
+    /// The author: the caller's user for annotations added through the API.
+    pub user_id: String,
+    pub username: String,
     pub entity_type: String,
     pub entity_id: String,
     pub annotation: String,
@@ -274,7 +283,8 @@ pub enum NodeRole {
 pub enum NetworkLayout {
     /// Isolated network with a source-NAT public IP (the endpoint's host).
     Isolated,
-    /// Shared network: the endpoint is the first control VM's own address.
+    /// Zone-wide Shared network, owned by the admin account: the endpoint is the first
+    /// control VM's own address.
     Shared,
     /// Isolated network in ROUTED mode: direct access like Shared.
     Routed,
@@ -318,6 +328,8 @@ impl ClusterSpec {
 /// is the internal-id order CloudStack sorts listings by.
 #[derive(Debug, Clone)]
 pub struct World {
+    /// The release the server answers as (see `release`).
+    pub release: crate::release::Release,
     /// The simulated clock: creation times, `lastupdated`, alert `sent`.
     pub now: SimTime,
     pub domains: Vec<SimDomain>,
@@ -332,6 +344,11 @@ pub struct World {
     pub jobs: Vec<SimJob>,
     /// Id of the caller's user, reported by async jobs and annotations.
     pub admin_user_id: String,
+    /// The role type of the caller's role (`getUser`'s `roletype`): `Admin` unless a test
+    /// says otherwise (`ResourceAdmin`, `DomainAdmin`, `User`).
+    pub caller_role_type: String,
+    /// The caller's API key, which `getUser userapikey=` finds; set by the HTTP server.
+    pub caller_api_key: String,
     /// The hypervisor of the VMs created from now on (`KVM` unless a test says otherwise).
     pub hypervisor: String,
     next_id: u64,
@@ -342,6 +359,7 @@ impl World {
     /// A world with domain ROOT, account `admin` and one zone with one pod.
     pub fn new(now: SimTime) -> Self {
         let mut w = World {
+            release: crate::release::Release::NEWEST,
             now,
             domains: Vec::new(),
             accounts: Vec::new(),
@@ -354,6 +372,8 @@ impl World {
             annotations: Vec::new(),
             jobs: Vec::new(),
             admin_user_id: String::new(),
+            caller_role_type: "Admin".to_string(),
+            caller_api_key: String::new(),
             hypervisor: "KVM".to_string(),
             next_id: 0,
             next_vm_number: 0,
@@ -516,9 +536,15 @@ impl World {
             NetworkLayout::Shared => (NetworkType::Shared, None),
             NetworkLayout::Routed => (NetworkType::Isolated, Some("ROUTED")),
         };
+        // A Shared network is the zone-wide kind an admin creates for every tenant: the
+        // admin account owns it, not the cluster's owner.
+        let network_owner = match spec.layout {
+            NetworkLayout::Shared => self.admin(),
+            NetworkLayout::Isolated | NetworkLayout::Routed => spec.owner.clone(),
+        };
         let network_id = self.add_network(
             &format!("{}-network", spec.name),
-            spec.owner.clone(),
+            network_owner,
             network_type,
             mode,
         );

@@ -145,6 +145,29 @@ impl Client {
         self.retried(command, || self.attempt(&request)).await
     }
 
+    /// The version the management server reports (`listCapabilities`' `cloudstackversion`,
+    /// which any caller may read), at most 64 characters, or `None` where it is not shown
+    /// (from 4.21 `expose.cloudstack.version.api.list.capabilities = false` hides it).
+    pub async fn version(&self) -> Result<Option<String>, ApiError> {
+        let answer = self.request("listCapabilities", &[]).await?;
+        Ok(answer
+            .get("capability")
+            .and_then(|c| c.get("cloudstackversion"))
+            .and_then(Value::as_str)
+            .map(|v| v.chars().take(64).collect()))
+    }
+
+    /// The user that holds `api_key` (`getUser userapikey=`, the same on 4.16 to 4.22): whose
+    /// annotations are cks-drift's own, and the type of its role.
+    pub async fn caller(&self, api_key: &str) -> Result<super::model::User, ApiError> {
+        let mut answer = self.request("getUser", &[("userapikey", api_key)]).await?;
+        let user = answer.get_mut("user").map(Value::take).unwrap_or_default();
+        serde_json::from_value(user).map_err(|e| ApiError::Decode {
+            command: "getUser".to_string(),
+            detail: format!("`user`: {e}"),
+        })
+    }
+
     /// Runs `call` until it succeeds, fails with a non-transient error, or the attempts are
     /// used up; counts every attempt in [`Client::stats`].
     async fn retried<R, F, Fut>(&self, command: &str, mut call: F) -> Result<R, ApiError>
@@ -206,11 +229,12 @@ impl Client {
             .or_insert(0) += 1;
     }
 
-    /// Every row of a list command: asks for `page=1..` with `pagesize`, and stops when the
-    /// rows read reach `count` (the total number of matches) or a page comes back short or
-    /// without `item_key`. An empty list (`{"listxresponse":{}}`) is an empty `Vec`.
+    /// Every row of a list command: asks for `page=1..` with `pagesize`, and stops when a page
+    /// comes back short or without `item_key`; a full page is always followed by another,
+    /// whatever `count` says (see `pages`). An empty list (`{"listxresponse":{}}`) is an
+    /// empty `Vec`.
     ///
-    /// Once the first page has given `count`, the pages it implies are fetched
+    /// Once the first page has given `count`, the further pages it implies are fetched
     /// [`ClientOptions::page_concurrency`] at a time; rows keep the server's order, and a
     /// page that fails (after its retries) fails the whole list.
     pub async fn list<T: DeserializeOwned>(
@@ -494,16 +518,32 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn list_stops_at_count_even_on_a_full_page() {
-        // 1000 matches: the second page is full, and the rows now equal `count`.
+    async fn a_full_page_that_reaches_count_is_followed_by_one_more() {
+        // 1000 matches: the second page is full and the rows now equal `count`, which a
+        // release may answer as the rows of the page alone: page 3 tells.
         let script = Scripted::new(vec![
             ok(json!({"listzonesresponse": {"count": 1000, "zone": rows(0..500)}})),
             ok(json!({"listzonesresponse": {"count": 1000, "zone": rows(500..1000)}})),
+            ok(json!({"listzonesresponse": {"count": 1000}})),
         ]);
         let client = client(&script, fast_options(500));
         let zones: Vec<Row> = client.list("listZones", "zone", &[]).await.unwrap();
         assert_eq!(zones.len(), 1000);
-        assert_eq!(script.requests().len(), 2);
+        assert_eq!(script.requests().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_count_of_the_pages_own_rows_does_not_end_the_list() {
+        // `listKubernetesClusters` before 4.19.1 (apache/cloudstack PR 8701).
+        let script = Scripted::new(vec![
+            ok(json!({"listzonesresponse": {"count": 2, "zone": rows(0..2)}})),
+            ok(json!({"listzonesresponse": {"count": 2, "zone": rows(2..4)}})),
+            ok(json!({"listzonesresponse": {"count": 1, "zone": rows(4..5)}})),
+        ]);
+        let client = client(&script, fast_options(2));
+        let zones: Vec<Row> = client.list("listZones", "zone", &[]).await.unwrap();
+        assert_eq!(ids(&zones), expected_ids(0..5));
+        assert_eq!(script.requests().len(), 3);
     }
 
     #[tokio::test]
@@ -661,8 +701,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn only_the_pages_count_implies_are_asked_for() {
-        for (total, pages) in [(0, 1), (499, 1), (500, 1), (501, 2), (1500, 3), (1501, 4)] {
+    async fn only_the_pages_count_implies_are_asked_for_and_one_past_a_full_one() {
+        for (total, pages) in [(0, 1), (499, 1), (500, 2), (501, 2), (1500, 4), (1501, 4)] {
             let server = PagedServer::new(total, 500);
             let client = Client::with_transport(server.clone(), fast_options(500));
             let vms: Vec<Row> = client
@@ -747,13 +787,14 @@ mod tests {
             ok(json!({"listzonesresponse": {"count": 4, "zone": rows(0..2)}})),
             ok(json!({"listzonesresponse": {"count": 6, "zone": rows(2..4)}})),
             ok(json!({"listzonesresponse": {"count": 6, "zone": rows(4..6)}})),
+            ok(json!({"listzonesresponse": {}})),
         ]);
         let client = client(&script, fast_options(2));
         let zones: Vec<Row> = client.list("listZones", "zone", &[]).await.unwrap();
         assert_eq!(ids(&zones), expected_ids(0..6));
         let requests = script.requests();
         let pages: Vec<&str> = requests.iter().map(|r| param(r, "page").unwrap()).collect();
-        assert_eq!(pages, ["1", "2", "3"]);
+        assert_eq!(pages, ["1", "2", "3", "4"]);
     }
 
     #[tokio::test]

@@ -9,6 +9,7 @@ pub mod http;
 pub mod limits;
 pub mod model;
 pub mod pages;
+pub mod release;
 pub mod request;
 pub mod response;
 pub mod retry;

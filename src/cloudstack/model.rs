@@ -109,6 +109,22 @@ pub struct Network {
     pub vpcid: Option<String>,
 }
 
+/// The `user` of `getUser`: who holds an API key, and the type of its role. Anything else in
+/// the answer (which may hold the secret key) is not read.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct User {
+    pub id: String,
+    #[serde(default)]
+    pub username: Option<String>,
+    #[serde(default)]
+    pub account: Option<String>,
+    /// `Admin`, `ResourceAdmin`, `DomainAdmin` or `User` (4.16 and later).
+    #[serde(default)]
+    pub roletype: Option<String>,
+    #[serde(default)]
+    pub rolename: Option<String>,
+}
+
 /// One entry of `listAlerts` (`alert`).
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 pub struct Alert {
@@ -135,6 +151,18 @@ pub struct Annotation {
     pub entitytype: Option<String>,
     #[serde(default)]
     pub annotation: Option<String>,
+    /// Shown to admins only: cks-drift writes nothing else, and a tenant cannot write one.
+    #[serde(default)]
+    pub adminsonly: Option<bool>,
+}
+
+impl Annotation {
+    /// Whether cks-drift may take this annotation for one of its own: admin-only (listed with
+    /// `annotationfilter=self`, so written by the API key's own user). A tenant may annotate
+    /// its own cluster with any text, a forged marker included, but never admin-only.
+    pub fn ours(&self) -> bool {
+        self.adminsonly == Some(true)
+    }
 }
 
 /// Reads a `details` object keeping only what [`VmDetails`] holds; the other values are

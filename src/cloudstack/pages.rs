@@ -1,6 +1,9 @@
 //! Reading a list command page by page: which pages to ask for next given the rows read and
 //! the `count` the server reports, when the list is complete, and how one page's answer
-//! becomes rows. Pure bookkeeping and parsing: fetching pages, in parallel and in order,
+//! becomes rows. A list is complete only when a page comes back short or empty: `count` only
+//! plans which pages to fetch together, since some releases answer the rows of the page as
+//! `count` (`listKubernetesClusters` before 4.19.1, apache/cloudstack PR 8701) and a count
+//! read on page 1 is stale once rows are added while later pages are read. Pure bookkeeping and parsing: fetching pages, in parallel and in order,
 //! belongs to the client; an answer that is not a plain page is explained by `response`.
 
 use std::ops::RangeInclusive;
@@ -56,11 +59,11 @@ impl Paging {
     }
 
     /// Takes the answer to [`Paging::next_page`]: `read` rows and the `count` it gave. True
-    /// when the list is complete: the rows read reach `count`, or the page came back short.
+    /// when the list is complete: the page came back short (or empty). A full page means
+    /// there may be more, whatever `count` says.
     pub(super) fn complete_after(&mut self, read: usize, count: Option<u64>) -> bool {
         self.read += read as u64;
-        let complete = count.is_some_and(|total| self.read >= total);
-        if complete || read < self.page_size as usize {
+        if read < self.page_size as usize {
             return true;
         }
         self.count = count;
@@ -68,8 +71,9 @@ impl Paging {
         false
     }
 
-    /// After a batch whose pages were all full without reaching `count`: the next batch is
-    /// the pages `count` still implies, or one more page when there is no `count`.
+    /// After a batch whose pages were all full: the next batch is the pages `count` still
+    /// implies, or one more page when there is no `count` or the rows read already reach it
+    /// (a count of the page's own rows, or the last page exactly full).
     pub(super) fn plan_next_batch(&mut self, command: &str) -> Result<(), ApiError> {
         if self.next > MAX_PAGES {
             return Err(ApiError::Decode {
@@ -366,16 +370,44 @@ mod tests {
         );
         assert_eq!(asked, [vec![1], vec![2, 3]]);
         assert!(complete);
-        // A full page that reaches `count` ends the list.
-        let (asked, complete) = batches(500, &[(500, Some(1000)), (500, Some(1000))]);
-        assert_eq!(asked, [vec![1], vec![2]]);
+    }
+
+    #[test]
+    fn a_full_last_page_is_followed_by_one_more_whatever_count_says() {
+        // `count` reached on a full page: one more page, which comes back empty.
+        let (asked, complete) = batches(
+            500,
+            &[(500, Some(1000)), (500, Some(1000)), (0, Some(1000))],
+        );
+        assert_eq!(asked, [vec![1], vec![2], vec![3]]);
+        assert!(complete);
+        // Rows added while the pages were read show on the page after `count`.
+        let (asked, complete) = batches(
+            500,
+            &[(500, Some(1000)), (500, Some(1000)), (2, Some(1002))],
+        );
+        assert_eq!(asked, [vec![1], vec![2], vec![3]]);
+        assert!(complete);
+    }
+
+    #[test]
+    fn a_count_of_the_pages_own_rows_reads_on_page_by_page() {
+        // `listKubernetesClusters` before 4.19.1 (PR 8701): `count` is the rows of the page.
+        let (asked, complete) =
+            batches(500, &[(500, Some(500)), (500, Some(500)), (210, Some(210))]);
+        assert_eq!(asked, [vec![1], vec![2], vec![3]]);
+        assert!(complete);
+        // An empty page past the end answers no `count` at all.
+        let (asked, complete) = batches(2, &[(2, Some(2)), (2, Some(2)), (0, None)]);
+        assert_eq!(asked, [vec![1], vec![2], vec![3]]);
         assert!(complete);
     }
 
     #[test]
     fn a_count_that_grows_adds_pages() {
-        let (asked, complete) = batches(2, &[(2, Some(4)), (2, Some(6)), (2, Some(6))]);
-        assert_eq!(asked, [vec![1], vec![2], vec![3]]);
+        let (asked, complete) =
+            batches(2, &[(2, Some(4)), (2, Some(6)), (2, Some(6)), (1, Some(7))]);
+        assert_eq!(asked, [vec![1], vec![2], vec![3], vec![4]]);
         assert!(complete);
     }
 

@@ -280,16 +280,19 @@ async fn remove_annotation(api: &Client, cluster_id: &str, id: &str) -> Result<(
     }
 }
 
-/// Every annotation on the cluster (admins-only ones included), newest first.
+/// The annotations on the cluster that cks-drift wrote, newest first: the API key's user's own
+/// (`annotationfilter=self`) and admin-only. Anyone else's text, a tenant's with a forged
+/// marker included, is never taken for cks-drift's.
 async fn cluster_annotations(api: &Client, cluster_id: &str) -> Result<Vec<Annotation>, ApiError> {
-    api.list(
+    api.list_where(
         "listAnnotations",
         "annotation",
         &[
             ("entitytype", "KUBERNETES_CLUSTER"),
             ("entityid", cluster_id),
-            ("annotationfilter", "all"),
+            ("annotationfilter", "self"),
         ],
+        Annotation::ours,
     )
     .await
 }

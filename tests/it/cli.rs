@@ -340,6 +340,12 @@ async fn validate_config_with_only_warnings_exits_0() {
     );
 }
 
+/// What `--connect` says of the fake's release and of the key's holder.
+const RELEASE_OK: &str =
+    "ok: cloudstack release: CloudStack 4.22.0.0: nothing is done differently on this release";
+const KEY_OK: &str =
+    "ok: cloudstack key: held by user admin of account admin, role Root Admin (type Admin)";
+
 #[tokio::test]
 async fn validate_config_connect_reaches_the_api_and_a_control_node() {
     let sshd = Sshd::start_at(fresh_loopback(), 2222);
@@ -370,6 +376,8 @@ async fn validate_config_connect_reaches_the_api_and_a_control_node() {
                 "ok: cloudstack API: {} accepted the keys and answered listKubernetesClusters (1 cluster)",
                 fake.url()
             ),
+            RELEASE_OK.to_string(),
+            KEY_OK.to_string(),
             format!(
                 "ok: ssh: cluster web, root@{}:2222: ssh.command listed 2 nodes, by name only (none with a system UUID or provider ID): they are matched to VMs by name",
                 sshd.ip()
@@ -444,8 +452,9 @@ async fn validate_config_connect_names_a_changed_host_key() {
     .await;
     assert_eq!(out.code, 2, "{out:?}");
     let (ip, kh) = (sshd.ip(), known_hosts.display());
+    assert_eq!(lines(&out.stdout)[2..4], [RELEASE_OK, KEY_OK]);
     assert_eq!(
-        lines(&out.stdout)[2],
+        lines(&out.stdout)[4],
         format!(
             "error: ssh (host key): cluster web, root@{ip}:2222: host key of {ip}:2222 (ssh-ed25519) does not match the one recorded at {kh}:1; if the node was rebuilt, remove the stale entry (ssh-keygen -R '{host}' -f {kh})"
         )
@@ -472,6 +481,8 @@ async fn validate_config_connect_does_not_try_ssh_without_an_endpoint() {
     assert_eq!(
         lines(&out.stdout)[2..],
         [
+            RELEASE_OK.to_string(),
+            KEY_OK.to_string(),
             format!(
                 "warning: ssh: cluster web ({id}): the cluster has no endpoint address to reach its control node over SSH; CloudStack records one when the cluster first starts, so until then only its VM map and VMs are compared; SSH was not tried"
             ),

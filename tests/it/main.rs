@@ -14,6 +14,7 @@ mod hardening;
 mod identity;
 mod ignore;
 mod refusals;
+mod releases;
 mod ssh;
 mod storm;
 mod support;

@@ -34,6 +34,8 @@ pub struct TestCloud {
     pub grace_period: String,
     /// Extra lines of the `[check]` table.
     pub check_extra: String,
+    /// Extra lines of the `[cloudstack]` table.
+    pub cloudstack_extra: String,
 }
 
 impl TestCloud {
@@ -49,6 +51,7 @@ impl TestCloud {
             extra: String::new(),
             grace_period: "15m".into(),
             check_extra: String::new(),
+            cloudstack_extra: String::new(),
         }
     }
 
@@ -62,6 +65,12 @@ impl TestCloud {
     /// every mapped VM as a node, with the system UUID its hypervisor gives it (on KVM, the
     /// world's default, its CloudStack UUID).
     pub async fn control_node(&mut self, cluster_id: &str) {
+        self.control_node_on(cluster_id, 2222).await;
+    }
+
+    /// [`TestCloud::control_node`] with sshd on `port`: 22 for a single control node that
+    /// CKS reaches directly (a Shared or ROUTED network).
+    pub async fn control_node_on(&mut self, cluster_id: &str, port: u16) {
         let ip = fresh_loopback();
         self.sim().with_world(|w| {
             let c = w.cluster_mut(cluster_id);
@@ -73,7 +82,7 @@ impl TestCloud {
             }
         });
         let kube = FakeKubeApi::start_with(self.node_objects(cluster_id)).await;
-        let sshd = Sshd::start_at(ip, 2222);
+        let sshd = Sshd::start_at(ip, port);
         // One client key for every control node: the first sshd's, kept in the cloud's folder
         // so it outlives that sshd.
         let key = self.dir.path().join("client_key");
@@ -209,6 +218,7 @@ url = "{url}"
 api_key = "{API_KEY}"
 secret_key = "{SECRET_KEY}"
 timeout = "5s"
+{cloudstack_extra}
 
 [ssh]
 private_key = "{key}"
@@ -237,6 +247,7 @@ listen = ""
             state = self.state_path().display(),
             grace = self.grace_period,
             check_extra = self.check_extra,
+            cloudstack_extra = self.cloudstack_extra,
             extra = self.extra,
         );
         let path = self.dir.path().join("cks-drift.toml");
