@@ -18,4 +18,5 @@ mod releases;
 mod ssh;
 mod storm;
 mod support;
+mod tenant;
 mod tls;

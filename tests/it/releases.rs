@@ -236,3 +236,50 @@ async fn validate_config_connect_refuses_a_release_before_4_16() {
     // Nothing past the refusal is tried.
     assert!(!run.stdout.contains("ok: ssh"), "{}", run.stdout);
 }
+
+#[tokio::test]
+async fn a_key_whose_role_is_not_of_type_admin_is_refused_with_the_reason() {
+    let (cloud, id) = one_cluster_on(Release::V4_20).await;
+    cloud.unmap_last_worker(&id);
+    cloud
+        .sim()
+        .with_world(|w| w.caller_role_type = "DomainAdmin".into());
+    let reason = "the API key's user admin has a role of type DomainAdmin; cks-drift needs a role of type Admin (any name)";
+    let run = validate_connect(&cloud).await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stdout
+            .contains(&format!("error: cloudstack key: {reason}")),
+        "{}",
+        run.stdout
+    );
+    // A cycle is not run: its report would miss other domains' clusters and could not read
+    // back cks-drift's own annotations.
+    let run = cloud.check(&[]).await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains(reason), "{}", run.stderr);
+    assert_eq!(cloud.sim().call_count("listKubernetesClusters"), 1);
+    assert_eq!(cloud.sim().call_count("generateAlert"), 0);
+}
+
+#[tokio::test]
+async fn answers_url_encoded_by_encode_api_response_are_refused_at_once() {
+    let (cloud, id) = one_cluster_on(Release::V4_22).await;
+    cloud.unmap_last_worker(&id);
+    cloud.sim().set_encode_api_response(true);
+    let run = validate_connect(&cloud).await;
+    assert_eq!(run.code, 2, "{run:?}");
+    let said = "CloudStack URL-encodes its answers (the global setting encode.api.response is true), so names and markers cannot be compared; set encode.api.response to false and restart the management servers";
+    assert!(
+        run.stdout
+            .contains(&format!("error: cloudstack answers: {said}")),
+        "{}",
+        run.stdout
+    );
+    let run = cloud.check(&[]).await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains(said), "{}", run.stderr);
+    // Nothing compared, nothing sent.
+    assert_eq!(cloud.sim().call_count("generateAlert"), 0);
+    assert_eq!(cloud.sim().call_count("addAnnotation"), 0);
+}
