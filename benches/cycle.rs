@@ -63,6 +63,11 @@ const DEFAULT_CONCURRENCY: usize = 32;
 const SCRIPT_MAX_CLUSTERS: usize = 500;
 /// The simulated clock of every world.
 const WORLD_NOW: i64 = 1_750_000_000;
+/// The CloudStack release the simulated cloud answers as (`--cloudstack 4.19.0`), passed to
+/// its process in this variable; the newest when unset.
+const RELEASE_VAR: &str = "CKS_DRIFT_BENCH_CLOUDSTACK";
+/// `--cloudstack`, for the simulated cloud's processes.
+static RELEASE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Ssh {
@@ -146,6 +151,11 @@ fn main() {
             real_ssh = true;
         } else if arg == "--binary" {
             binary = true;
+        } else if arg == "--cloudstack" {
+            let name = args.next().expect("--cloudstack RELEASE, e.g. 4.19.0");
+            cks_drift_sim::Release::from_name(name)
+                .unwrap_or_else(|| panic!("--cloudstack {name}: not a release of the fake"));
+            RELEASE.set(name.clone()).expect("--cloudstack once");
         } else if arg == "--concurrency" {
             concurrency_given = true;
             concurrency = args
@@ -182,6 +192,9 @@ fn main() {
 /// where it takes more for [`VMS_PER_CLUSTER`] VMs per cluster in all.
 fn build_world(n: usize) -> World {
     let mut w = World::new(SimTime::from_unix(WORLD_NOW));
+    if let Ok(name) = std::env::var(RELEASE_VAR) {
+        w.release = cks_drift_sim::Release::from_name(&name).expect("a release of the fake");
+    }
     let mut owners: Vec<SimOwner> = Vec::new();
     for d in 0..4 {
         let domain = w.add_domain(&format!("dept{d}"));
@@ -807,6 +820,10 @@ impl ServerChild {
             .args(["--child", "serve", &n.to_string(), ssh.name()])
             .arg(nodes)
             .arg(db_arg)
+            .env(
+                RELEASE_VAR,
+                RELEASE.get().map_or(cks_drift_sim::Release::NEWEST.name(), |r| r),
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -50,6 +50,14 @@ impl Release {
         }
     }
 
+    /// The release a short name names (`4.19.0`, `4.22`), as [`Release::name`] writes it.
+    pub fn from_name(name: &str) -> Option<Release> {
+        [Release::V4_15]
+            .into_iter()
+            .chain(Release::SUPPORTED)
+            .find(|r| r.name() == name)
+    }
+
     /// The short name the tests print.
     pub fn name(self) -> &'static str {
         match self {
