@@ -796,6 +796,7 @@ async fn cron_script(api: &Client, lister: &dyn NodeLister) -> (usize, usize) {
             host: endpoint_host(c.endpoint.as_deref()).expect("endpoint"),
             port: ssh_port(None, c.controlnodes.unwrap_or(1)),
             user: "cloud".to_string(),
+            max_nodes: cks_drift::remote::MAX_NODES,
         };
         if lister.list_nodes(&target).await.is_ok() {
             answered += 1;
@@ -822,7 +823,9 @@ impl ServerChild {
             .arg(db_arg)
             .env(
                 RELEASE_VAR,
-                RELEASE.get().map_or(cks_drift_sim::Release::NEWEST.name(), |r| r),
+                RELEASE
+                    .get()
+                    .map_or(cks_drift_sim::Release::NEWEST.name(), |r| r),
             )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

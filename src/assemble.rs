@@ -66,7 +66,7 @@ fn to_vm(vm: &VmRow, etcd_by_name: bool) -> Vm {
 /// 100,000 findings, notifications and alerts. Real clusters add nodes beyond their VMs only
 /// by hand, a few at a time.
 pub fn implausible(nodes: usize, vms: usize) -> bool {
-    nodes > 2 * vms + 20
+    nodes > crate::remote::node_bound(vms)
 }
 
 /// Every cluster of the inventory, in its order, skipped with a reason or with its snapshot.

@@ -149,7 +149,12 @@ pub fn login_target(
         Some(u) => u.to_string(),
         None => default_user.to_string(),
     };
-    Ok(SshTarget { host, port, user })
+    Ok(SshTarget {
+        host,
+        port,
+        user,
+        max_nodes: crate::remote::MAX_NODES,
+    })
 }
 
 /// 1 to 32 characters of `A-Z a-z 0-9 . _ -`, not starting with `-` or `.`: what a login
@@ -212,7 +217,8 @@ mod tests {
             Ok(SshTarget {
                 host: "10.1.1.10".into(),
                 port: 22,
-                user: "core".into()
+                user: "core".into(),
+                max_nodes: crate::remote::MAX_NODES
             })
         );
         let mut plain = c.clone();
@@ -222,7 +228,8 @@ mod tests {
             Ok(SshTarget {
                 host: "10.1.1.10".into(),
                 port: 2222,
-                user: "cloud".into()
+                user: "cloud".into(),
+                max_nodes: crate::remote::MAX_NODES
             })
         );
         let mut no_endpoint = c;

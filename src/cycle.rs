@@ -483,8 +483,8 @@ mod tests {
         assert_eq!(
             flood.reason.as_deref(),
             Some(
-                "nodes not listed: the control node listed 100003 nodes for a cluster of 3 VMs; \
-                 a list that much longer is not compared"
+                "nodes not listed: the control node listed 100003 nodes, more than the 26 the \
+                 cluster can have (twice its VMs and 20 more); the list is not compared"
             )
         );
         assert!(flood.mismatches.is_empty());

@@ -349,7 +349,10 @@ pub fn node_list(e: &NodeListError) -> Diagnosis {
                  needs passwordless sudo (sudo -n) and kubectl at the path given"
             ),
         ),
-        NodeListError::Output { .. } | NodeListError::OutputTooLarge { .. } => Diagnosis::new(
+        NodeListError::Output { .. }
+        | NodeListError::OutputTooLarge { .. }
+        | NodeListError::TooManyNodes { .. }
+        | NodeListError::LineTooLong { .. } => Diagnosis::new(
             Step::Kubectl,
             format!(
                 "{chained}; ssh.command must print one node a line, as kubectl get nodes {} \

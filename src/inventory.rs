@@ -473,12 +473,17 @@ async fn list_nodes(
             port_for(on_direct, c.info.control_nodes),
             settings.default_user,
         ) {
-            Ok(target) => targets.push(PlannedListing {
-                index: i,
-                target,
-                name: c.info.name.as_str().into(),
-                id: c.info.id.as_str().into(),
-            }),
+            Ok(mut target) => {
+                // Reading stops at the longest list the cluster could be compared with.
+                let vms = (c.info.expected_vms() as usize).max(c.map.len());
+                target.max_nodes = crate::remote::node_bound(vms);
+                targets.push(PlannedListing {
+                    index: i,
+                    target,
+                    name: c.info.name.as_str().into(),
+                    id: c.info.id.as_str().into(),
+                });
+            }
             Err(reason) => {
                 node_views.insert(i, (NodeView::Unknown { reason }, None));
             }
@@ -550,6 +555,16 @@ async fn drive(
             listings.spawn(
                 async move {
                     match lister.list_nodes(&target).await {
+                        // A list longer than the bound is dropped here, not held until the
+                        // cluster is assembled (a lister that does not stop reading at it).
+                        Ok(nodes) if nodes.len() > target.max_nodes => {
+                            let reason = format!(
+                                "the control node listed {} nodes, more than the {} the cluster can have (twice its VMs and 20 more); the list is not compared",
+                                nodes.len(),
+                                target.max_nodes
+                            );
+                            (i, NodeView::Unknown { reason }, Some("output"))
+                        }
                         Ok(nodes) => (i, NodeView::Listed(nodes), None),
                         Err(e) => {
                             warn!(

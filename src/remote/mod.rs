@@ -104,6 +104,19 @@ pub struct SshTarget {
     pub host: String,
     pub port: u16,
     pub user: String,
+    /// The most node lines read from the command: a longer list is refused as it is read,
+    /// never held (see [`node_bound`]).
+    pub max_nodes: usize,
+}
+
+/// Kubernetes' own limit of nodes in one cluster: no listing is read past it.
+pub const MAX_NODES: usize = 5_000;
+
+/// The longest node list compared for a cluster of `vms` VMs: twice its VMs and 20 more (a
+/// node per VM, with room for nodes rebuilt by hand), at most [`MAX_NODES`]. A control node
+/// that prints more is its tenant's, not Kubernetes': reading stops there.
+pub fn node_bound(vms: usize) -> usize {
+    (2 * vms + 20).min(MAX_NODES)
 }
 
 pub type NodeListFuture<'a> =
@@ -275,6 +288,22 @@ pub enum NodeListError {
         port: u16,
         limit: usize,
     },
+    #[error(
+        "the command on {host}:{port} printed more than {max_nodes} node lines, more than the cluster can have (twice its VMs and 20 more); the list is not compared"
+    )]
+    TooManyNodes {
+        host: String,
+        port: u16,
+        max_nodes: usize,
+    },
+    #[error(
+        "the command on {host}:{port} printed a line longer than {limit} bytes, which no node line is"
+    )]
+    LineTooLong {
+        host: String,
+        port: u16,
+        limit: usize,
+    },
 }
 
 fn stderr_suffix(stderr: &str) -> String {
@@ -302,7 +331,10 @@ impl NodeListError {
                 Stage::Command => "command",
             },
             NodeListError::Command { .. } => "command",
-            NodeListError::Output { .. } | NodeListError::OutputTooLarge { .. } => "output",
+            NodeListError::Output { .. }
+            | NodeListError::OutputTooLarge { .. }
+            | NodeListError::TooManyNodes { .. }
+            | NodeListError::LineTooLong { .. } => "output",
         }
     }
 }

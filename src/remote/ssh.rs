@@ -32,6 +32,9 @@ use crate::config::{HostKeyPolicy, SshSettings};
 /// ID (40 with names only), so this is far beyond any cluster; more means the output is not a node list, and a cut list would look like
 /// missing nodes, so it is refused rather than truncated.
 const STDOUT_LIMIT: usize = 4 * 1024 * 1024;
+/// Longest stdout line read: a node line is a name (at most 253 characters), its readiness,
+/// a system UUID and a provider ID. A longer line ends the listing at once.
+const LINE_LIMIT: usize = 4096;
 /// Most stderr kept; the rest is read and dropped.
 const STDERR_LIMIT: usize = 64 * 1024;
 /// Longest stderr line carried in an error.
@@ -301,22 +304,35 @@ impl SshNodeLister {
     ) -> Result<String, NodeListError> {
         let command = remote_command(&self.command, self.command_timeout);
         debug!(command = %command, "running command");
-        let output = timeout(self.command_timeout, exec(handle, &command))
-            .await
-            .map_err(|_| self.timeout(target, Stage::Command))?
-            .map_err(|failure| match failure {
-                ExecFailure::Ssh(source) => NodeListError::Ssh {
-                    host: target.host.clone(),
-                    port: target.port,
-                    stage: Stage::Command,
-                    source,
-                },
-                ExecFailure::TooLarge => NodeListError::OutputTooLarge {
-                    host: target.host.clone(),
-                    port: target.port,
-                    limit: STDOUT_LIMIT,
-                },
-            })?;
+        let output = timeout(
+            self.command_timeout,
+            exec(handle, &command, target.max_nodes),
+        )
+        .await
+        .map_err(|_| self.timeout(target, Stage::Command))?
+        .map_err(|failure| match failure {
+            ExecFailure::Ssh(source) => NodeListError::Ssh {
+                host: target.host.clone(),
+                port: target.port,
+                stage: Stage::Command,
+                source,
+            },
+            ExecFailure::TooLarge => NodeListError::OutputTooLarge {
+                host: target.host.clone(),
+                port: target.port,
+                limit: STDOUT_LIMIT,
+            },
+            ExecFailure::TooManyLines => NodeListError::TooManyNodes {
+                host: target.host.clone(),
+                port: target.port,
+                max_nodes: target.max_nodes,
+            },
+            ExecFailure::LineTooLong => NodeListError::LineTooLong {
+                host: target.host.clone(),
+                port: target.port,
+                limit: LINE_LIMIT,
+            },
+        })?;
         debug!(
             exit = ?output.exit,
             stdout_bytes = output.stdout.len(),
@@ -452,6 +468,49 @@ struct CommandOutput {
 enum ExecFailure {
     Ssh(russh::Error),
     TooLarge,
+    /// More lines than a header and `max_nodes` node lines.
+    TooManyLines,
+    /// A line longer than [`LINE_LIMIT`].
+    LineTooLong,
+}
+
+/// Counts stdout's lines as they arrive, so that a control node printing far more than a node
+/// list is stopped at the bound, not held whole (a tenant's control node may print anything).
+struct LineBound {
+    /// Lines allowed: a header and `max_nodes` nodes.
+    max_lines: usize,
+    lines: usize,
+    /// Bytes of the line not yet ended.
+    open: usize,
+}
+
+impl LineBound {
+    fn new(max_nodes: usize) -> LineBound {
+        LineBound {
+            max_lines: max_nodes.saturating_add(1),
+            lines: 0,
+            open: 0,
+        }
+    }
+
+    fn take(&mut self, data: &[u8]) -> Result<(), ExecFailure> {
+        for piece in data.split_inclusive(|&b| b == b'\n') {
+            self.open += piece.len();
+            if self.open > LINE_LIMIT {
+                return Err(ExecFailure::LineTooLong);
+            }
+            if piece.ends_with(b"\n") {
+                self.lines += 1;
+                self.open = 0;
+            }
+        }
+        // An unended last line counts too.
+        let lines = self.lines + usize::from(self.open > 0);
+        if lines > self.max_lines {
+            return Err(ExecFailure::TooManyLines);
+        }
+        Ok(())
+    }
 }
 
 /// Runs one command and reads until the channel is gone: OpenSSH sends the exit status
@@ -460,7 +519,9 @@ enum ExecFailure {
 async fn exec(
     handle: &client::Handle<HostKeyCheck>,
     command: &str,
+    max_nodes: usize,
 ) -> Result<CommandOutput, ExecFailure> {
+    let mut bound = LineBound::new(max_nodes);
     let mut channel = handle
         .channel_open_session()
         .await
@@ -480,6 +541,7 @@ async fn exec(
                 if output.stdout.len() + data.len() > STDOUT_LIMIT {
                     return Err(ExecFailure::TooLarge);
                 }
+                bound.take(&data)?;
                 output.stdout.extend_from_slice(&data);
             }
             ChannelMsg::ExtendedData { data, ext: 1 } => {
@@ -870,6 +932,28 @@ mod tests {
 
     fn public(line: &str) -> PublicKey {
         PublicKey::from_openssh(line).unwrap()
+    }
+
+    #[test]
+    fn stdout_is_stopped_past_the_bound_of_lines_or_a_line_too_long() {
+        // Two nodes and a header, in pieces that split lines anywhere.
+        let mut bound = LineBound::new(2);
+        for piece in [&b"NAME  REA"[..], b"DY\nnode-a  True\nno", b"de-b  True\n"] {
+            assert!(bound.take(piece).is_ok());
+        }
+        assert!(matches!(bound.take(b"x"), Err(ExecFailure::TooManyLines)));
+        let mut bound = LineBound::new(2);
+        assert!(matches!(
+            bound.take(b"a\nb\nc\nd\n"),
+            Err(ExecFailure::TooManyLines)
+        ));
+        let mut bound = LineBound::new(5_000);
+        assert!(bound.take(&[b'a'; LINE_LIMIT]).is_ok());
+        assert!(matches!(bound.take(b"a"), Err(ExecFailure::LineTooLong)));
+        let mut bound = LineBound::new(5_000);
+        let mut line = vec![b'a'; LINE_LIMIT - 1];
+        line.push(b'\n');
+        assert!(bound.take(&line).is_ok());
     }
 
     #[test]

@@ -34,6 +34,7 @@ fn target(port: u16) -> SshTarget {
         host: "127.0.0.1".to_string(),
         port,
         user: "root".to_string(),
+        max_nodes: cks_drift::remote::MAX_NODES,
     }
 }
 
@@ -735,8 +736,43 @@ async fn output_that_is_not_a_node_list_is_refused() {
     }
     assert_eq!(err.reason(), "output");
 
+    // 5 MB without a line break: stopped at the first 4 KiB, longer than any node line.
     let flood = SshSettings {
         command: "head -c 5000000 /dev/zero".to_string(),
+        ..settings.clone()
+    };
+    let err = list(&flood, sshd.port()).await.unwrap_err();
+    assert!(
+        matches!(err, NodeListError::LineTooLong { limit: 4096, .. }),
+        "{err:?}"
+    );
+    assert_eq!(err.reason(), "output");
+    // Node lines without end: stopped past the cluster's bound (a header and 26 nodes for a
+    // cluster of 3 VMs), not read to the 4 MiB limit.
+    let flood = SshSettings {
+        command: "yes node/fake".to_string(),
+        ..settings.clone()
+    };
+    let lister = SshNodeLister::new(&flood).expect("load key");
+    let bounded = SshTarget {
+        max_nodes: cks_drift::remote::node_bound(3),
+        ..target(sshd.port())
+    };
+    let err = lister.list_nodes(&bounded).await.unwrap_err();
+    assert!(
+        matches!(err, NodeListError::TooManyNodes { max_nodes: 26, .. }),
+        "{err:?}"
+    );
+    let port = sshd.port();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "the command on 127.0.0.1:{port} printed more than 26 node lines, more than the cluster can have (twice its VMs and 20 more); the list is not compared"
+        )
+    );
+    // Long lines under the line limit, many of them: the byte limit still holds.
+    let flood = SshSettings {
+        command: "sh -c 'yes $(printf %04000d 0)'".to_string(),
         ..settings
     };
     let err = list(&flood, sshd.port()).await.unwrap_err();
