@@ -11,6 +11,7 @@ use cks_drift::time::Timestamp;
 fn observed(findings: usize) -> Vec<Observed> {
     vec![Observed {
         blind_reason: None,
+        listed: true,
         id: "c1".into(),
         name: "web".into(),
         zone_id: Some("z1".into()),

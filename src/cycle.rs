@@ -344,6 +344,7 @@ mod tests {
                 expected_vms: 3,
                 vanished: BTreeMap::new(),
                 nodes_failed: false,
+                listed_at: None,
             },
         )]);
 
@@ -426,14 +427,21 @@ mod tests {
             .collect();
         let late =
             "nodes not listed: the node listing did not finish within the cycle's deadline of 40s";
+        let waited = "nodes not listed: its turn did not come before the cycle's node-listing \
+                      deadline; it is listed first next cycle";
         assert_eq!(
             statuses,
             [
                 ("slow", ClusterStatus::Partial, Some(late)),
-                ("fine", ClusterStatus::Partial, Some(late)),
+                ("fine", ClusterStatus::Partial, Some(waited)),
             ]
         );
         assert_eq!(report.clusters[0].node_failure, Some("timeout"));
+        // Not started is not failed.
+        assert_eq!(
+            report.clusters[1].node_failure,
+            Some(crate::inventory::NOT_STARTED)
+        );
 
         // Next cycle the cluster that failed goes last: the other is checked.
         let previous = HashMap::from([(
@@ -453,6 +461,113 @@ mod tests {
         );
         assert_eq!(report.clusters[1].status, ClusterStatus::Checked);
         assert_eq!(report.clusters[0].status, ClusterStatus::Partial);
+    }
+
+    /// Lists like `FixedNodes`, each listing of a host in `slow` taking `delay`; records the
+    /// hosts whose listing started.
+    struct Slow {
+        nodes: FixedNodes,
+        slow: Vec<String>,
+        delay: Duration,
+        started: std::sync::Mutex<Vec<String>>,
+    }
+
+    impl NodeLister for Slow {
+        fn list_nodes<'a>(&'a self, target: &'a SshTarget) -> NodeListFuture<'a> {
+            self.started.lock().unwrap().push(target.host.clone());
+            let delay = if self.slow.contains(&target.host) {
+                self.delay
+            } else {
+                Duration::ZERO
+            };
+            Box::pin(async move {
+                tokio::time::sleep(delay).await;
+                self.nodes.list_nodes(target).await
+            })
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn slow_tenants_cannot_keep_honest_clusters_unlisted() {
+        // 4 clusters answering in 2.5 s (slow, not failing) ahead of 6 honest ones in the
+        // API's order, 2 listings at a time, 5 s for all: the slow ones fill the first cycle.
+        let mut w = World::new(SimTime::from_unix(1_750_000_000));
+        let root = w.root_domain_id().to_string();
+        let tenant = w.add_account("slowpoke", &root);
+        let honest = w.add_account("alice", &root);
+        let mut ids = Vec::new();
+        for n in 0..4 {
+            ids.push(w.add_cluster(&format!("slow{n}"), tenant.clone(), 1, 1, 0));
+        }
+        for n in 0..6 {
+            ids.push(w.add_cluster(&format!("fine{n}"), honest.clone(), 1, 1, 0));
+        }
+        w.advance(Duration::from_secs(3600));
+        let mut nodes = HashMap::new();
+        let mut slow = Vec::new();
+        for (n, id) in ids.iter().enumerate() {
+            let (host, list) = nodes_of(&w, id);
+            if n < 4 {
+                slow.push(host.clone());
+            }
+            nodes.insert(host, list);
+        }
+        let hosts: Vec<String> = ids.iter().map(|id| nodes_of(&w, id).0).collect();
+        let lister = Arc::new(Slow {
+            nodes: FixedNodes(nodes),
+            slow,
+            delay: Duration::from_millis(2500),
+            started: Default::default(),
+        });
+        let mut now = Timestamp::from(w.now);
+        let api = Client::with_transport(
+            Arc::new(SimTransport(Arc::new(Sim::new(w)))),
+            ClientOptions::default(),
+        );
+        let mut settings = settings();
+        settings.concurrency = 2;
+        settings.node_deadline = Duration::from_secs(5);
+        let step_settings = crate::state::step::StepSettings {
+            alerts: true,
+            annotations: true,
+            alert_cap: 5,
+            blind_after: crate::config::DEFAULT_BLIND_AFTER,
+            storm: crate::config::StormThreshold::Off,
+            alertmanager: false,
+        };
+        let mut state = crate::state::State::default();
+        let mut listed_per_cycle: Vec<Vec<bool>> = Vec::new();
+        for _ in 0..4 {
+            lister.started.lock().unwrap().clear();
+            let previous = crate::state::step::previous_maps(&state);
+            let mut report = run_cycle(&api, lister.clone(), &settings, &previous, now)
+                .await
+                .unwrap();
+            let started = lister.started.lock().unwrap().clone();
+            listed_per_cycle.push(hosts.iter().map(|h| started.contains(h)).collect());
+            let observed = crate::engine::observe(&mut report, &[], now);
+            crate::state::step::step(&mut state, &observed, &step_settings, now);
+            now = now.plus(Duration::from_secs(300));
+        }
+        // The first cycle reaches the 4 slow clusters only; the second the 6 others first;
+        // from then on every cluster is listed at least every other cycle.
+        assert_eq!(listed_per_cycle[0], [&[true; 4][..], &[false; 6]].concat());
+        assert!(
+            listed_per_cycle[1][4..].iter().all(|&l| l),
+            "{listed_per_cycle:?}"
+        );
+        for pair in listed_per_cycle.windows(2) {
+            for n in 0..hosts.len() {
+                assert!(
+                    pair[0][n] || pair[1][n],
+                    "cluster {n}: {listed_per_cycle:?}"
+                );
+            }
+        }
+        // A cluster whose turn did not come is not a failed one.
+        for id in &ids[4..] {
+            assert!(!state.clusters[id].nodes_failed);
+        }
     }
 
     #[tokio::test]

@@ -424,6 +424,8 @@ pub fn observe(
             },
             blind_reason: (c.status == ClusterStatus::Partial)
                 .then(|| crate::wording::blind_reason(c.node_failure, c.reason.as_deref())),
+            listed: c.status != ClusterStatus::Skipped
+                && c.node_failure != Some(crate::inventory::NOT_STARTED),
             mismatches: std::mem::take(&mut c.mismatches),
             mapped: c.mapped.clone(),
             expected_vms: c.expected_vms,

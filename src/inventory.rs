@@ -53,6 +53,10 @@ pub enum CycleError {
     },
 }
 
+/// The failure label of a cluster whose listing never started: the cycle's listing deadline
+/// came before its turn. Not a failure of its control node: it goes first next cycle.
+pub const NOT_STARTED: &str = "not_started";
+
 /// The warning of a node listing that failed.
 const PARTIAL: &str = "cannot list the Kubernetes nodes; comparing the VM map with the VMs only";
 
@@ -226,8 +230,11 @@ pub async fn fetch(
         let checkable: Vec<usize> = (0..clusters.len())
             .filter(|&i| clusters[i].skip.is_none())
             .collect();
-        // Listings that failed last cycle (a stalling or refusing node) go last, so that
-        // they cannot hold the others back until the deadline.
+        // Listed longest ago first (never listed before all), so that every cluster gets
+        // its turn when not all listings fit before the deadline: one not reached this cycle
+        // is reached first next cycle, however slow the others are. Among clusters listed
+        // equally long ago, those whose listing failed (a stalling or refusing node) go
+        // last, so that they cannot hold the others back.
         let mut order = checkable.clone();
         if let Some(only) = settings.only {
             order.retain(|&i| clusters[i].info.id == only);
@@ -235,7 +242,7 @@ pub async fn fetch(
         order.sort_by_key(|&i| {
             previous
                 .get(&clusters[i].info.id)
-                .is_some_and(|p| p.nodes_failed)
+                .map_or((None, false), |p| (p.listed_at, p.nodes_failed))
         });
         let nodes = list_nodes(&clusters, &direct, &order, lister, settings).await;
         Ok((clusters, checkable, nodes))
@@ -598,6 +605,14 @@ async fn drive(
                 break;
             }
         }
+    }
+    // Those whose turn never came: not a failure of theirs, and first next cycle.
+    for rest in next {
+        let reason = "its turn did not come before the cycle's node-listing deadline; it is listed first next cycle".to_string();
+        node_views.insert(
+            rest.index,
+            (NodeView::Unknown { reason }, Some(NOT_STARTED)),
+        );
     }
     node_views
 }

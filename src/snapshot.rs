@@ -155,6 +155,10 @@ pub struct PreviousMap {
     pub expected_vms: u32,
     /// Ids already known to be gone, kept while their finding is open.
     pub vanished: BTreeMap<String, (Option<String>, VanishedHow)>,
-    /// Its nodes could not be listed last cycle: its listing waits for the others.
+    /// Its nodes could not be listed the last time a listing ran: among clusters listed
+    /// equally long ago, it waits for the others.
     pub nodes_failed: bool,
+    /// When a listing of its nodes last ran (started, whatever its outcome); `None` when
+    /// never. Listings run oldest first, so that every cluster gets its turn.
+    pub listed_at: Option<crate::time::Timestamp>,
 }

@@ -146,6 +146,9 @@ pub fn blind_reason(label: Option<&str>, reason: Option<&str>) -> String {
         Some("auth") => "SSH authentication was refused",
         Some("command") => "the node listing command (kubectl) failed",
         Some("output") => "the node listing's output could not be used",
+        Some(crate::inventory::NOT_STARTED) => {
+            "the node listings of the cycle ran out of time before its turn; it is listed first next cycle"
+        }
         _ => return detail,
     };
     if detail.is_empty() {

@@ -103,9 +103,13 @@ pub struct ClusterState {
     /// Mapped VMs found gone, kept while their finding is open.
     #[serde(default)]
     pub vanished: BTreeMap<String, VanishedRecord>,
-    /// Its nodes could not be listed in the last cycle that checked it.
+    /// Its nodes could not be listed the last time a listing of them ran.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub nodes_failed: bool,
+    /// When a listing of its nodes last ran (started, whatever its outcome): the next cycle
+    /// lists the clusters listed longest ago first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listed_at: Option<Timestamp>,
     /// When its three views were last all compared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compared_at: Option<Timestamp>,

@@ -47,6 +47,9 @@ pub struct Observed {
     pub expected_vms: u32,
     /// Why the nodes could not be listed, in plain words (with `VmsOnly`).
     pub blind_reason: Option<String>,
+    /// Whether a listing of its nodes ran this cycle (started, whatever its outcome); not
+    /// when the cycle's listing deadline came before its turn.
+    pub listed: bool,
     /// Who owns it: the project's name, or the account's.
     pub owner: Option<String>,
     /// Findings of `mismatches` an `[[ignore]]` rule matches, by key.
@@ -135,6 +138,7 @@ pub fn previous_maps(state: &State) -> HashMap<String, PreviousMap> {
                     expected_vms: c.expected_vms,
                     vanished,
                     nodes_failed: c.nodes_failed,
+                    listed_at: c.listed_at,
                 },
             )
         })
@@ -319,8 +323,11 @@ pub fn step(
             }
             *entry.side_mut(side) = next;
         }
-        if c.coverage != Coverage::None {
+        if c.listed {
+            entry.listed_at = Some(now);
             entry.nodes_failed = c.coverage == Coverage::VmsOnly;
+        }
+        if c.coverage != Coverage::None {
             entry.map = c.mapped.iter().cloned().collect();
             entry.expected_vms = c.expected_vms;
             entry.vanished = c

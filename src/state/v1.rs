@@ -108,6 +108,7 @@ impl StateV1 {
                             expected_vms: c.expected_vms,
                             vanished: c.vanished,
                             nodes_failed: false,
+                            listed_at: None,
                             compared_at: None,
                             unseen_since: None,
                             unseen_cycles: 0,
@@ -202,6 +203,7 @@ mod tests {
         // The findings are still there: nothing new, nothing resolved, nothing queued.
         let observed = [Observed {
             blind_reason: None,
+            listed: true,
             id: CLUSTER.into(),
             name: "web".into(),
             zone_id: Some("5d1c00c8-7a2b-4c3d-8e9f-0a1b2c3d4e5f".into()),

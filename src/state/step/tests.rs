@@ -35,6 +35,7 @@ fn key(s: &str) -> FindingKey {
 fn cluster(coverage: Coverage, mismatches: Vec<Mismatch>) -> Observed {
     Observed {
         blind_reason: None,
+        listed: coverage != Coverage::None,
         owner: None,
         ignored: Default::default(),
         id: "c1".into(),
