@@ -3,16 +3,23 @@
 //! of the clusters (`cargo bench --bench flood [-- N]`). The cloud is the simulated CloudStack
 //! in memory (no latency), node listings are simulated (no sshd): what is measured is what the
 //! checker does with the flood.
+//!
+//! `cargo bench --bench flood -- --ssh [N]`: N clusters (default 16) whose control nodes all
+//! print 4 MiB of node lines at once, over real OpenSSH (one sshd on 127.0.0.1, started here
+//! with keys made here), N listings in flight: the peak memory of reading them.
 
 use std::collections::HashMap;
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cks_drift::cks::endpoint_host;
 use cks_drift::cloudstack::client::{Client, ClientOptions};
+use cks_drift::config::{HostKeyPolicy, SshSettings};
 use cks_drift::cycle::{ClusterStatus, CycleSettings, run_cycle};
 use cks_drift::demo::SimTransport;
 use cks_drift::diff::Policy;
+use cks_drift::remote::ssh::SshNodeLister;
 use cks_drift::remote::{NodeListError, NodeListFuture, NodeLister, SshTarget};
 use cks_drift::snapshot::Node;
 use cks_drift::time::Timestamp;
@@ -43,6 +50,13 @@ fn peak_rss_mib() -> f64 {
 }
 
 fn main() {
+    if std::env::args().any(|a| a == "--ssh") {
+        let clusters = std::env::args()
+            .skip(1)
+            .find_map(|a| a.parse().ok())
+            .unwrap_or(16);
+        return over_ssh(clusters);
+    }
     let fake: usize = std::env::args()
         .skip(1)
         .find_map(|a| a.parse().ok())
@@ -128,5 +142,140 @@ fn main() {
         "the flooded cluster: {} ({})",
         flooded.status.as_str(),
         flooded.reason.as_deref().unwrap_or("")
+    );
+}
+
+/// Lists through the real SSH lister, on the port of the one sshd of the benchmark.
+struct OnPort(SshNodeLister, u16);
+
+impl NodeLister for OnPort {
+    fn list_nodes<'a>(&'a self, target: &'a SshTarget) -> NodeListFuture<'a> {
+        Box::pin(async move {
+            let target = SshTarget {
+                host: "127.0.0.1".into(),
+                port: self.1,
+                ..target.clone()
+            };
+            self.0.list_nodes(&target).await
+        })
+    }
+}
+
+/// `--ssh`: every control node prints 4 MiB of node lines at once.
+fn over_ssh(clusters: usize) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let base = dir.path();
+    let keygen = |name: &str, kind: &[&str]| {
+        let ok = Command::new("ssh-keygen")
+            .args(["-q", "-N", "", "-f"])
+            .arg(base.join(name))
+            .args(kind)
+            .status()
+            .expect("ssh-keygen")
+            .success();
+        assert!(ok, "ssh-keygen {name}");
+    };
+    keygen("host_ed25519", &["-t", "ed25519"]);
+    keygen("client", &["-t", "ed25519"]);
+    std::fs::copy(base.join("client.pub"), base.join("authorized_keys")).unwrap();
+    // 4 MiB of node lines, as a control node that lists fake nodes would print them.
+    let lines: String = (0..)
+        .map(|i| format!("node/fake-node-{i:07}.tenant.example\n"))
+        .take_while({
+            let mut size = 0;
+            move |l: &String| {
+                size += l.len();
+                size <= 4 * 1024 * 1024
+            }
+        })
+        .collect();
+    std::fs::write(base.join("nodes.txt"), lines).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = format!(
+        "Port {port}\nListenAddress 127.0.0.1\nHostKey {b}/host_ed25519\nPidFile {b}/sshd.pid\n\
+         UsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
+         PermitRootLogin prohibit-password\nStrictModes no\nAuthorizedKeysFile {b}/authorized_keys\n\
+         MaxStartups 100\nMaxSessions 100\n",
+        b = base.display()
+    );
+    std::fs::write(base.join("sshd_config"), config).unwrap();
+    std::fs::create_dir_all("/run/sshd").unwrap();
+    let mut sshd = Command::new("/usr/sbin/sshd")
+        .args(["-D", "-e", "-f"])
+        .arg(base.join("sshd_config"))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start sshd");
+    let up = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < up, "sshd did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let settings = SshSettings {
+        private_key: base.join("client"),
+        user: "root".into(),
+        known_hosts: base.join("known_hosts"),
+        host_key_policy: HostKeyPolicy::AcceptNew,
+        connect_timeout: Duration::from_secs(10),
+        command_timeout: Duration::from_secs(60),
+        command: format!("cat {}", base.join("nodes.txt").display()),
+    };
+    let lister = OnPort(SshNodeLister::new(&settings).expect("client key"), port);
+
+    let mut w = World::new(SimTime::from_unix(1_750_000_000));
+    let owner = w.admin();
+    for i in 0..clusters {
+        w.add_cluster(&format!("c{i:03}"), owner.clone(), 1, 2, 0);
+    }
+    w.advance(Duration::from_secs(3600));
+    let now = Timestamp::from(w.now);
+    let before = peak_rss_mib();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let api = Client::with_transport(
+        Arc::new(SimTransport(Arc::new(Sim::new(w)))),
+        ClientOptions::default(),
+    );
+    let cycle = CycleSettings {
+        policy: Policy::default(),
+        concurrency: clusters,
+        default_user: "root".into(),
+        node_deadline: Duration::from_secs(120),
+        database: None,
+    };
+    let started = Instant::now();
+    let report = runtime
+        .block_on(run_cycle(
+            &api,
+            Arc::new(lister),
+            &cycle,
+            &HashMap::new(),
+            now,
+        ))
+        .unwrap();
+    let wall = started.elapsed();
+    let _ = sshd.kill();
+    let _ = sshd.wait();
+    println!("control nodes each printing 4 MiB of node lines, all at once: {clusters}");
+    println!("cycle wall: {:.3} s", wall.as_secs_f64());
+    println!(
+        "peak RSS: {:.1} MiB (before the cycle: {before:.1} MiB)",
+        peak_rss_mib()
+    );
+    let refused = report
+        .clusters
+        .iter()
+        .filter(|c| c.node_failure == Some("output"))
+        .count();
+    println!(
+        "clusters whose list was refused as too long: {refused} of {}; first reason: {}",
+        report.clusters.len(),
+        report.clusters[0].reason.as_deref().unwrap_or("")
     );
 }

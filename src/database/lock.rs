@@ -64,6 +64,12 @@ impl std::fmt::Debug for Lock {
     }
 }
 
+/// The lock connection's `wait_timeout`: three lock intervals, at least 10 s, whole seconds.
+/// The connection is the lock's alone, so no other query keeps it busy meanwhile.
+pub fn idle_timeout(interval: Duration) -> Duration {
+    Duration::from_secs((3.0 * interval.as_secs_f64()).ceil().max(10.0) as u64)
+}
+
 impl Lock {
     pub fn new(db: Database, interval: Duration) -> Arc<Lock> {
         let (term, _) = watch::channel(Term {
@@ -97,6 +103,22 @@ impl Lock {
             return Ok(self.confirm().await);
         }
         let mut conn = self.db.connect().await?;
+        // A host that is lost without closing its connection (power, a cut network) would
+        // hold the lock until the server's `wait_timeout` (8 hours by default) or TCP
+        // keepalive (about 2 hours) ends it. The holder uses its connection every
+        // `lock_interval`, so a session timeout of a few intervals frees the lock soon
+        // after the holder stops, and never while it runs.
+        let _: Vec<Option<i64>> = self
+            .db
+            .query(
+                &mut conn,
+                "the lock connection's idle timeout",
+                &format!(
+                    "SET SESSION wait_timeout = {}",
+                    idle_timeout(self.interval).as_secs()
+                ),
+            )
+            .await?;
         let got: Vec<Option<i64>> = self
             .db
             .query(

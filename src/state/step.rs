@@ -623,7 +623,8 @@ fn storm_event(level: Level, key: &str, description: String, now: Timestamp) -> 
 /// Queues the annotation and the alert of each finding told for the first time: a cluster
 /// holds at most `alert_cap` alerts of its own findings at once, and one summary for the
 /// rest, so that a tenant who makes findings every cycle (fake nodes) cannot take the alert
-/// types every other cluster needs.
+/// types every other cluster needs; and at most `alert_cap` annotations, each of which is
+/// a CloudStack event too (the summary alert names the rest).
 fn announce(
     q: &mut Queue<'_>,
     cluster_id: &str,
@@ -646,8 +647,19 @@ fn announce(
             q.state.alerts.contains_key(&rk) || q.pending.contains(&(rk, "alert"))
         })
         .count();
+    let annotated = entry
+        .vms
+        .keys()
+        .chain(entry.nodes.keys())
+        .filter(|k| !new_keys.contains(*k))
+        .filter(|k| {
+            let rk = record_key(cluster_id, k);
+            q.state.annotations.contains_key(&rk) || q.pending.contains(&(rk, "annotation"))
+        })
+        .count();
     if settings.annotations {
-        for m in new {
+        let room = settings.alert_cap.max(1).saturating_sub(annotated);
+        for m in new.iter().take(room) {
             q.push(Notification::AddAnnotation {
                 cluster_id: cluster_id.to_string(),
                 key: m.key().to_string(),

@@ -524,3 +524,54 @@ async fn validate_config_connect_checks_the_login_the_schema_the_grants_and_the_
         "{lines:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_whose_holder_went_silent_is_free_after_a_few_intervals() {
+    use cks_drift::config::{DatabaseSettings, Secret, parse_database_url};
+    use cks_drift::database::Database;
+    use cks_drift::database::lock::{Lock, idle_timeout};
+    let db = PrivateMariaDb::start(Schema::Newest);
+    let (host, port, user, name) = parse_database_url(&db.url()).unwrap();
+    let settings = DatabaseSettings {
+        url: db.url(),
+        host,
+        port,
+        user,
+        name,
+        password: Secret::new(db.password()),
+        tls: false,
+        ca_file: None,
+        connect_timeout: Duration::from_secs(5),
+        query_timeout: Duration::from_secs(5),
+        lock_interval: Duration::from_secs(1),
+    };
+    // A holder whose host is lost: its connection stays open on the server's side, and it
+    // never confirms again (no `keep` runs).
+    let lost = Lock::new(Database::new(&settings), settings.lock_interval);
+    assert!(lost.try_acquire().await.unwrap());
+    let other = Lock::new(Database::new(&settings), settings.lock_interval);
+    assert!(!other.try_acquire().await.unwrap());
+    // The server ends the silent connection after the lock connection's idle timeout (not
+    // its own 8 hours), and the lock with it.
+    assert_eq!(
+        idle_timeout(settings.lock_interval),
+        Duration::from_secs(10)
+    );
+    let started = Instant::now();
+    loop {
+        if other.try_acquire().await.unwrap() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(25),
+            "the lock is still held by the silent connection"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(
+        started.elapsed() >= Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(lost);
+}
