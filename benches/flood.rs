@@ -91,32 +91,7 @@ fn main() {
         nodes.insert(endpoint_host(Some(&c.endpoint)).unwrap(), names);
     }
     let before = peak_rss_mib();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let api = Client::with_transport(
-        Arc::new(SimTransport(Arc::new(Sim::new(w)))),
-        ClientOptions::default(),
-    );
-    let settings = CycleSettings {
-        policy: Policy::default(),
-        concurrency: 8,
-        default_user: "cloud".into(),
-        node_deadline: Duration::from_secs(150),
-        database: None,
-    };
-    let started = Instant::now();
-    let report = runtime
-        .block_on(run_cycle(
-            &api,
-            Arc::new(Listed(nodes)),
-            &settings,
-            &HashMap::new(),
-            now,
-        ))
-        .unwrap();
-    let wall = started.elapsed();
+    let (report, wall) = one_cycle(w, Arc::new(Listed(nodes)), 8, "cloud", now);
     let checked = report
         .clusters
         .iter()
@@ -239,32 +214,7 @@ fn over_ssh(clusters: usize) {
     w.advance(Duration::from_secs(3600));
     let now = Timestamp::from(w.now);
     let before = peak_rss_mib();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let api = Client::with_transport(
-        Arc::new(SimTransport(Arc::new(Sim::new(w)))),
-        ClientOptions::default(),
-    );
-    let cycle = CycleSettings {
-        policy: Policy::default(),
-        concurrency: clusters,
-        default_user: "root".into(),
-        node_deadline: Duration::from_secs(120),
-        database: None,
-    };
-    let started = Instant::now();
-    let report = runtime
-        .block_on(run_cycle(
-            &api,
-            Arc::new(lister),
-            &cycle,
-            &HashMap::new(),
-            now,
-        ))
-        .unwrap();
-    let wall = started.elapsed();
+    let (report, wall) = one_cycle(w, Arc::new(lister), clusters, "root", now);
     let _ = sshd.kill();
     let _ = sshd.wait();
     println!("control nodes each printing 4 MiB of node lines, all at once: {clusters}");
@@ -283,4 +233,35 @@ fn over_ssh(clusters: usize) {
         report.clusters.len(),
         report.clusters[0].reason.as_deref().unwrap_or("")
     );
+}
+
+/// One cycle over the world `w` with `lister`, `concurrency` listings at a time: its report and
+/// wall time.
+fn one_cycle(
+    w: World,
+    lister: Arc<dyn NodeLister>,
+    concurrency: usize,
+    default_user: &str,
+    now: Timestamp,
+) -> (cks_drift::cycle::CycleReport, Duration) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let api = Client::with_transport(
+        Arc::new(SimTransport(Arc::new(Sim::new(w)))),
+        ClientOptions::default(),
+    );
+    let settings = CycleSettings {
+        policy: Policy::default(),
+        concurrency,
+        default_user: default_user.into(),
+        node_deadline: Duration::from_secs(150),
+        database: None,
+    };
+    let started = Instant::now();
+    let report = runtime
+        .block_on(run_cycle(&api, lister, &settings, &HashMap::new(), now))
+        .unwrap();
+    (report, started.elapsed())
 }

@@ -637,26 +637,24 @@ fn announce(
     };
     let (name, zone_id) = (entry.name.clone(), entry.zone_id.clone());
     let new_keys: HashSet<String> = new.iter().map(|m| side_key(&m.key())).collect();
-    let alerted = entry
-        .vms
-        .keys()
-        .chain(entry.nodes.keys())
-        .filter(|k| !new_keys.contains(*k))
-        .filter(|k| {
-            let rk = record_key(cluster_id, k);
-            q.state.alerts.contains_key(&rk) || q.pending.contains(&(rk, "alert"))
-        })
-        .count();
-    let annotated = entry
-        .vms
-        .keys()
-        .chain(entry.nodes.keys())
-        .filter(|k| !new_keys.contains(*k))
-        .filter(|k| {
-            let rk = record_key(cluster_id, k);
-            q.state.annotations.contains_key(&rk) || q.pending.contains(&(rk, "annotation"))
-        })
-        .count();
+    // The cluster's findings told before, that hold an alert (or an annotation) now.
+    let holding = |channel: &'static str| {
+        entry
+            .vms
+            .keys()
+            .chain(entry.nodes.keys())
+            .filter(|k| !new_keys.contains(*k))
+            .filter(|k| {
+                let rk = record_key(cluster_id, k);
+                let recorded = match channel {
+                    "alert" => q.state.alerts.contains_key(&rk),
+                    _ => q.state.annotations.contains_key(&rk),
+                };
+                recorded || q.pending.contains(&(rk, channel))
+            })
+            .count()
+    };
+    let (alerted, annotated) = (holding("alert"), holding("annotation"));
     if settings.annotations {
         let room = settings.alert_cap.max(1).saturating_sub(annotated);
         for m in new.iter().take(room) {

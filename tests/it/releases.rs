@@ -15,8 +15,9 @@ fn world_on(release: Release) -> World {
     world
 }
 
-/// A 1 control + 2 worker cluster `web` of a tenant, its control node up, on `release`.
-async fn one_cluster_on(release: Release) -> (TestCloud, String) {
+/// A 1 control + 2 worker cluster `web` of a tenant (account `alice`), its control node up,
+/// on `release`.
+pub async fn one_cluster_on(release: Release) -> (TestCloud, String) {
     let mut world = world_on(release);
     let root = world.root_domain_id().to_string();
     let tenant = world.add_account("alice", &root);

@@ -3,18 +3,8 @@
 
 use cks_drift_sim::{SimAnnotation, SimTime};
 
-use crate::support::cloud::{TestCloud, mismatches, s, world_now};
-
-/// A tenant's 1 control + 2 worker cluster `web`, its control node up.
-async fn tenant_cluster() -> (TestCloud, String) {
-    let mut world = world_now();
-    let root = world.root_domain_id().to_string();
-    let tenant = world.add_account("alice", &root);
-    let id = world.add_cluster("web", tenant, 1, 2, 0);
-    let mut cloud = TestCloud::start(world).await;
-    cloud.control_node(&id).await;
-    (cloud, id)
-}
+use crate::releases::one_cluster_on;
+use crate::support::cloud::{TestCloud, mismatches, s};
 
 /// An annotation the tenant's own user wrote on its cluster (tenants may annotate what they
 /// own, never admin-only).
@@ -38,7 +28,7 @@ fn tenant_note(cloud: &TestCloud, cluster: &str, text: &str) {
 
 #[tokio::test]
 async fn a_forged_marker_in_a_tenants_annotation_hides_nothing() {
-    let (cloud, id) = tenant_cluster().await;
+    let (cloud, id) = one_cluster_on(cks_drift_sim::Release::NEWEST).await;
     let worker = cloud.unmap_last_worker(&id);
     let key = format!("unmapped_vm:{worker}");
     // The tenant writes the marker cks-drift puts on its own annotation, hoping the finding
