@@ -557,11 +557,8 @@ mod tests {
             "{listed_per_cycle:?}"
         );
         for pair in listed_per_cycle.windows(2) {
-            for n in 0..hosts.len() {
-                assert!(
-                    pair[0][n] || pair[1][n],
-                    "cluster {n}: {listed_per_cycle:?}"
-                );
+            for (n, (one, next)) in pair[0].iter().zip(&pair[1]).enumerate() {
+                assert!(*one || *next, "cluster {n}: {listed_per_cycle:?}");
             }
         }
         // A cluster whose turn did not come is not a failed one.
