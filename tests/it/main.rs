@@ -5,6 +5,7 @@ mod alertmanager;
 mod blind;
 mod check;
 mod cli;
+mod container;
 mod daemon;
 mod database;
 mod dedupe;
