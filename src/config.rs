@@ -814,17 +814,33 @@ impl Reader<'_> {
             Some(toml::Value::Array(items)) => {
                 let mut urls = Vec::new();
                 for item in items {
-                    match item.as_str().map(str::trim) {
-                        Some(u)
-                            if reqwest::Url::parse(u)
-                                .is_ok_and(|p| matches!(p.scheme(), "http" | "https")) =>
-                        {
+                    let parsed = item
+                        .as_str()
+                        .map(str::trim)
+                        .map(|u| (u, reqwest::Url::parse(u)));
+                    match parsed {
+                        // Credentials in the URL would be sent as basic auth and shown in every
+                        // warning naming the URL; the auth keys keep them out of both.
+                        Some((u, Ok(p))) if !p.username().is_empty() || p.password().is_some() => {
+                            self.problem(
+                                "alertmanager.urls",
+                                format!(
+                                    "holds {:?}, a URL with a user name or password; remove \
+                                     \"user:password@\" from it and set alertmanager.username and \
+                                     alertmanager.password_file (or alertmanager.bearer_token_file) \
+                                     instead",
+                                    redacted_url(u)
+                                ),
+                            )
+                        }
+                        Some((u, Ok(p))) if matches!(p.scheme(), "http" | "https") => {
                             urls.push(u.trim_end_matches('/').to_string())
                         }
                         _ => self.problem(
                             "alertmanager.urls",
                             format!(
-                                "holds {item}, which is not an http:// or https:// URL; {EXAMPLE}"
+                                "holds {}, which is not an http:// or https:// URL; {EXAMPLE}",
+                                redacted_url(&item.to_string())
                             ),
                         ),
                     }
@@ -1080,8 +1096,10 @@ impl Reader<'_> {
 
 /// `mysql://user@host:port/name`: host, port (3306 when absent), user and database name. A
 /// password in the URL is refused: it would show wherever the URL is logged.
-pub fn parse_database_url(url: &str) -> Result<(String, u16, String, String), String> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("{url:?} is not a URL ({e})"))?;
+pub fn parse_database_url(raw: &str) -> Result<(String, u16, String, String), String> {
+    // Messages show the URL without its password, even one that does not parse.
+    let url = redacted_url(raw);
+    let parsed = reqwest::Url::parse(raw).map_err(|e| format!("{url:?} is not a URL ({e})"))?;
     if !matches!(parsed.scheme(), "mysql" | "mariadb") {
         return Err(format!("{url:?} must start with mysql://"));
     }
@@ -1115,6 +1133,22 @@ pub fn parse_database_url(url: &str) -> Result<(String, u16, String, String), St
         ));
     }
     Ok((host, parsed.port().unwrap_or(3306), user, name))
+}
+
+/// `url` with the password of its user information replaced by `<redacted>`, for messages:
+/// `mysql://cksdrift:<redacted>@db.example.com/cloud`. Textual, so that a URL that does not
+/// parse (where a password is most likely to be misquoted) is redacted too: everything up to
+/// the last `@` after the scheme is user information, and a user name without a password
+/// stays.
+pub fn redacted_url(url: &str) -> std::borrow::Cow<'_, str> {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let Some(at) = url[start..].rfind('@').map(|i| start + i) else {
+        return url.into();
+    };
+    match url[start..at].split_once(':') {
+        Some((user, _)) => format!("{}{user}:<redacted>{}", &url[..start], &url[at..]).into(),
+        None => url.into(),
+    }
 }
 
 impl Config {
@@ -1177,22 +1211,29 @@ impl Config {
             }
             Some(u) => {
                 let u = u.trim().to_string();
+                // Messages never show a password written into the URL.
+                let shown = redacted_url(&u);
                 match reqwest::Url::parse(&u) {
                     Ok(parsed)
                         if matches!(parsed.scheme(), "http" | "https")
                             && parsed.host().is_some() =>
                     {
                         if parsed.query().is_some() {
-                            r.problem("cloudstack.url", format!("{u:?} has a query string; give only the endpoint, e.g. \"https://cloud.example.com/client/api\""));
+                            r.problem("cloudstack.url", format!("{shown:?} has a query string; give only the endpoint, e.g. \"https://cloud.example.com/client/api\""));
+                        }
+                        // It would be sent as basic auth, and shown in every warning naming
+                        // the URL; the API takes the API key and secret key only.
+                        if !parsed.username().is_empty() || parsed.password().is_some() {
+                            r.problem("cloudstack.url", format!("{shown:?} holds a user name or password; remove \"user:password@\": CloudStack's API takes the API key and secret key only (cloudstack.api_key_file, cloudstack.secret_key_file)"));
                         }
                         u
                     }
                     Ok(_) => {
-                        r.problem("cloudstack.url", format!("{u:?} must be an http:// or https:// URL, e.g. \"https://cloud.example.com/client/api\""));
+                        r.problem("cloudstack.url", format!("{shown:?} must be an http:// or https:// URL, e.g. \"https://cloud.example.com/client/api\""));
                         u
                     }
                     Err(e) => {
-                        r.problem("cloudstack.url", format!("{u:?} is not a URL ({e}); e.g. \"https://cloud.example.com/client/api\""));
+                        r.problem("cloudstack.url", format!("{shown:?} is not a URL ({e}); e.g. \"https://cloud.example.com/client/api\""));
                         u
                     }
                 }

@@ -280,6 +280,27 @@ fn setting_warnings(raw: &Raw<'_>) -> Vec<Finding> {
             crate::config::HOST_KEYS_OFF,
         ));
     }
+    if raw.0.get("alertmanager").is_some_and(toml::Value::is_table) {
+        let urls: Vec<&str> = raw
+            .value("alertmanager.urls")
+            .and_then(toml::Value::as_array)
+            .map(|a| a.iter().filter_map(toml::Value::as_str).collect())
+            .unwrap_or_default();
+        let credentials = [
+            "alertmanager.username",
+            "alertmanager.password_file",
+            "alertmanager.bearer_token_file",
+        ]
+        .iter()
+        .any(|key| raw.value(key).is_some());
+        let insecure = raw
+            .value("alertmanager.insecure")
+            .and_then(toml::Value::as_bool)
+            == Some(true);
+        for (key, message) in crate::notify::alertmanager::risks(&urls, credentials, insecure) {
+            out.push(Finding::warning(key, message));
+        }
+    }
     if let Some(text) = raw.str("check.grace_period")
         && let Ok(grace) = parse_duration(text)
         && grace < SHORT_GRACE

@@ -537,3 +537,78 @@ fn alertmanager_settings_are_read_and_checked() {
         ]
     );
 }
+
+#[test]
+fn credentials_inside_urls_are_refused_and_never_shown() {
+    // Alertmanager takes them from its own keys.
+    assert_eq!(
+        problems(&format!(
+            "{MINIMAL}\n[alertmanager]\nurls = [\"https://cks:s3cret-am@am.example.com:9093\"]\n"
+        )),
+        [
+            "alertmanager.urls: holds \"https://cks:<redacted>@am.example.com:9093\", a URL with a user name or password; remove \"user:password@\" from it and set alertmanager.username and alertmanager.password_file (or alertmanager.bearer_token_file) instead",
+        ]
+    );
+    assert_eq!(
+        problems(&format!(
+            "{MINIMAL}\n[alertmanager]\nurls = [\"https://T0KEN@am.example.com\"]\n"
+        ))
+        .len(),
+        1
+    );
+    // The API never takes them; its URL shows in every warning at start.
+    let text = MINIMAL.replace(
+        "https://cloud.example.com/client/api",
+        "https://admin:s3cret-cs@cloud.example.com/client/api",
+    );
+    assert_eq!(
+        problems(&text),
+        [
+            "cloudstack.url: \"https://admin:<redacted>@cloud.example.com/client/api\" holds a user name or password; remove \"user:password@\": CloudStack's API takes the API key and secret key only (cloudstack.api_key_file, cloudstack.secret_key_file)",
+        ]
+    );
+    // A database URL with a password is refused without showing it, even with the wrong
+    // scheme or when it does not parse (a '/' in the password ends the host).
+    for (url, shown) in [
+        (
+            "postgres://cksdrift:s3cret-db@db.example.com/cloud",
+            "database.url: \"postgres://cksdrift:<redacted>@db.example.com/cloud\" must start with mysql://",
+        ),
+        (
+            "mysql://cksdrift:s3cret/db@db.example.com/cloud",
+            "database.url: \"mysql://cksdrift:<redacted>@db.example.com/cloud\" is not a URL",
+        ),
+        (
+            "mysql://cksdrift:s3cret-db@db.example.com/cloud",
+            "database.url: holds a password;",
+        ),
+    ] {
+        let text = format!(
+            "{MINIMAL}[database]\nurl = \"{url}\"\npassword_file = \"/etc/cks-drift/db_password\"\n"
+        );
+        let all = problems(&text).join("\n");
+        assert!(!all.contains("s3cret"), "{all}");
+        assert!(all.contains(shown), "{all}");
+    }
+}
+
+#[test]
+fn redacted_urls_keep_everything_but_the_password() {
+    assert_eq!(
+        redacted_url("mysql://cksdrift:pw@db.example.com:3306/cloud"),
+        "mysql://cksdrift:<redacted>@db.example.com:3306/cloud"
+    );
+    assert_eq!(
+        redacted_url("mysql://cksdrift@db.example.com/cloud"),
+        "mysql://cksdrift@db.example.com/cloud"
+    );
+    assert_eq!(
+        redacted_url("https://u:p@ss:w/rd@am.example.com/x"),
+        "https://u:<redacted>@am.example.com/x"
+    );
+    assert_eq!(redacted_url("u:pw@db/cloud"), "u:<redacted>@db/cloud");
+    assert_eq!(
+        redacted_url("http://127.0.0.1:9093"),
+        "http://127.0.0.1:9093"
+    );
+}

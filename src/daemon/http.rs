@@ -2,8 +2,11 @@
 //! (whether cycles succeed often enough), and the health rule itself as a pure function.
 //!
 //! Nothing here runs checks or changes state; the scheduler updates `Shared` and the
-//! handlers only read it.
+//! handlers only read it. Which connections are served, and which are closed to make room,
+//! is decided by [`Connections`], without I/O.
 
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -149,32 +152,215 @@ async fn healthz(State(shared): State<Arc<Shared>>) -> Response {
         .into_response()
 }
 
-/// Connections served at once; one more is closed as soon as it is accepted. The endpoint is
-/// for a scraper and a health probe, not for a crowd.
+/// Connections served at once. The endpoint is for a scraper and a health probe, not for a
+/// crowd.
 pub const MAX_CONNECTIONS: usize = 32;
+
+/// Connections one peer (see [`Peer`]) is served at once: one client reopening connections
+/// cannot take the slots of the others. A scraper and a probe need one each.
+pub const MAX_PER_PEER: usize = 4;
+
+/// Who a connection comes from, for [`MAX_PER_PEER`]: an IPv4 address, or the /64 of an IPv6
+/// one (a host usually has a whole /64 to pick addresses from).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peer {
+    V4(std::net::Ipv4Addr),
+    V6Prefix(u64),
+}
+
+impl From<SocketAddr> for Peer {
+    fn from(addr: SocketAddr) -> Peer {
+        match addr.ip() {
+            IpAddr::V4(ip) => Peer::V4(ip),
+            IpAddr::V6(ip) => match ip.to_ipv4_mapped() {
+                Some(v4) => Peer::V4(v4),
+                None => Peer::V6Prefix((u128::from(ip) >> 64) as u64),
+            },
+        }
+    }
+}
+
+/// The connections being served, oldest first, and the rule that admits a new one.
+///
+/// A full endpoint makes room by closing an idle connection (between requests, or with no
+/// whole request yet) rather than refusing the newcomer: idle connections are what a client
+/// hoarding slots holds, and closing one costs an honest client only a reconnect. A busy one
+/// (from a request's arrival until its answer is written) is never closed to make room. The connection closed is the newcomer's own peer's oldest when
+/// that peer is at [`MAX_PER_PEER`]; otherwise the oldest of the peer holding the most.
+#[derive(Debug, Default)]
+pub struct Connections {
+    open: Vec<Open>,
+    next_id: u64,
+}
+
+#[derive(Debug)]
+struct Open {
+    id: u64,
+    peer: Peer,
+    /// Requests being answered on it (hyper answers one at a time on HTTP/1).
+    busy: Arc<AtomicUsize>,
+    close: CancellationToken,
+    /// Told to close; it still counts against the hard bound until it has.
+    closing: bool,
+}
+
+/// A connection let in.
+#[derive(Debug)]
+pub struct Admitted {
+    pub id: u64,
+    /// Raised while it answers a request.
+    pub busy: Arc<AtomicUsize>,
+    /// Cancelled when it is to close (to make room, or at shutdown).
+    pub close: CancellationToken,
+}
+
+impl Connections {
+    /// Lets a connection from `peer` in, closing an idle one to make room if needed, or
+    /// refuses it (`None`) when there is no room and nothing idle to close. `shutdown` is the
+    /// endpoint's: every connection's `close` is a child of it.
+    pub fn admit(&mut self, peer: Peer, shutdown: &CancellationToken) -> Option<Admitted> {
+        // Connections told to close still hold sockets until they have: bounded too.
+        if self.open.len() >= 2 * MAX_CONNECTIONS {
+            return None;
+        }
+        let live = |o: &&Open| !o.closing;
+        let of_peer = self
+            .open
+            .iter()
+            .filter(live)
+            .filter(|o| o.peer == peer)
+            .count();
+        if of_peer >= MAX_PER_PEER {
+            self.close_idle(|o| o.peer == peer)?;
+        } else if self.open.iter().filter(live).count() >= MAX_CONNECTIONS {
+            let busiest = self.busiest_peer_with_idle()?;
+            self.close_idle(|o| o.peer == busiest)?;
+        }
+        let admitted = Admitted {
+            id: self.next_id,
+            busy: Arc::new(AtomicUsize::new(0)),
+            close: shutdown.child_token(),
+        };
+        self.next_id += 1;
+        self.open.push(Open {
+            id: admitted.id,
+            peer,
+            busy: admitted.busy.clone(),
+            close: admitted.close.clone(),
+            closing: false,
+        });
+        Some(admitted)
+    }
+
+    /// A connection has ended.
+    pub fn remove(&mut self, id: u64) {
+        self.open.retain(|o| o.id != id);
+    }
+
+    /// Connections not told to close.
+    pub fn live(&self) -> usize {
+        self.open.iter().filter(|o| !o.closing).count()
+    }
+
+    fn idle(o: &Open) -> bool {
+        !o.closing && o.busy.load(Ordering::Acquire) == 0
+    }
+
+    /// The peer holding the most live connections among those with an idle one; the one
+    /// with the oldest idle connection on a tie.
+    fn busiest_peer_with_idle(&self) -> Option<Peer> {
+        let held = |peer: Peer| {
+            self.open
+                .iter()
+                .filter(|o| !o.closing && o.peer == peer)
+                .count()
+        };
+        let mut best: Option<(usize, Peer)> = None;
+        for o in self.open.iter().filter(|o| Self::idle(o)) {
+            let n = held(o.peer);
+            if best.is_none_or(|(m, _)| n > m) {
+                best = Some((n, o.peer));
+            }
+        }
+        best.map(|(_, peer)| peer)
+    }
+
+    /// Tells the oldest idle connection that `which` accepts to close.
+    fn close_idle(&mut self, which: impl Fn(&Open) -> bool) -> Option<()> {
+        let victim = self.open.iter_mut().find(|o| Self::idle(o) && which(o))?;
+        victim.closing = true;
+        victim.close.cancel();
+        Some(())
+    }
+}
+
+/// Marks a connection busy from the moment its request has arrived until its answer's body
+/// has been written out.
+struct Busy(Arc<AtomicUsize>);
+
+impl Busy {
+    fn start(busy: &Arc<AtomicUsize>) -> Busy {
+        busy.fetch_add(1, Ordering::AcqRel);
+        Busy(busy.clone())
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// An answer's body that keeps its connection [`Busy`] until hyper has written it and drops
+/// it: a connection closed to make room never loses an answer half sent.
+struct Answer {
+    body: axum::body::Body,
+    _busy: Busy,
+}
+
+impl hyper::body::Body for Answer {
+    type Data = hyper::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
 
 /// A request's headers must have arrived within this; a client that sends them slowly, or
 /// not at all, loses its connection instead of holding it.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Serves the endpoint on `listener` until `shutdown` is cancelled; requests in flight then
-/// finish, idle connections are closed. At most [`MAX_CONNECTIONS`] at once, each with
-/// [`HEADER_READ_TIMEOUT`] to send its request's headers.
+/// finish, idle connections are closed. At most [`MAX_CONNECTIONS`] at once and
+/// [`MAX_PER_PEER`] from one peer, an idle one closed to make room (see [`Connections`]), each
+/// with [`HEADER_READ_TIMEOUT`] to send its request's headers.
 pub async fn serve(
     listener: TcpListener,
     shared: Arc<Shared>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let app = router(shared);
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let registry = Arc::new(Mutex::new(Connections::default()));
     let mut connections = tokio::task::JoinSet::new();
     loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => accepted,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok((stream, addr)) => (stream, Peer::from(addr)),
             Err(e) => {
                 // Out of descriptors, say: wait a little rather than spin.
                 tracing::debug!(error = %e, "cannot accept a connection on the HTTP endpoint");
@@ -182,14 +368,25 @@ pub async fn serve(
                 continue;
             }
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            tracing::debug!("too many connections to the HTTP endpoint; one closed");
+        let admitted = lock(&registry).admit(peer, &shutdown);
+        let Some(Admitted { id, busy, close }) = admitted else {
+            tracing::debug!("too many busy connections to the HTTP endpoint; one closed");
             continue;
         };
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let tower = hyper_util::service::TowerToHyperService::new(app.clone());
+        let busy_now = busy.clone();
+        let service = hyper::service::service_fn(move |request| {
+            use hyper::service::Service as _;
+            let busy = Busy::start(&busy);
+            let answer = tower.call(request);
+            async move {
+                let answer = answer.await?;
+                Ok::<_, std::convert::Infallible>(answer.map(|body| Answer { body, _busy: busy }))
+            }
+        });
+        let registry = registry.clone();
         let shutdown = shutdown.clone();
         connections.spawn(async move {
-            let _slot = slot;
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(HEADER_READ_TIMEOUT)
@@ -197,16 +394,27 @@ pub async fn serve(
             tokio::pin!(connection);
             tokio::select! {
                 _ = connection.as_mut() => {}
-                () = shutdown.cancelled() => {
-                    connection.as_mut().graceful_shutdown();
-                    let _ = connection.await;
+                () = close.cancelled() => {
+                    // Closed to make room, and still idle (no request came since it was
+                    // chosen): dropped at once, with whatever half a request it holds.
+                    // At shutdown, or when a request came after all, the answer is finished
+                    // first.
+                    if shutdown.is_cancelled() || busy_now.load(Ordering::Acquire) > 0 {
+                        connection.as_mut().graceful_shutdown();
+                        let _ = connection.await;
+                    }
                 }
             }
+            lock(&registry).remove(id);
         });
         while connections.try_join_next().is_some() {}
     }
     while connections.join_next().await.is_some() {}
     Ok(())
+}
+
+fn lock(registry: &Mutex<Connections>) -> MutexGuard<'_, Connections> {
+    registry.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]
@@ -309,6 +517,175 @@ mod tests {
             health(&h, now),
             Ok("ok: checking is disabled (check.enabled = false)".into())
         );
+    }
+
+    fn v4(last: u8) -> Peer {
+        Peer::V4(std::net::Ipv4Addr::new(127, 0, 0, last))
+    }
+
+    #[test]
+    fn a_peer_at_its_cap_makes_room_with_its_own_oldest_idle_connection() {
+        let shutdown = CancellationToken::new();
+        let mut c = Connections::default();
+        let first: Vec<Admitted> = (0..MAX_PER_PEER)
+            .map(|_| c.admit(v4(1), &shutdown).unwrap())
+            .collect();
+        let other = c.admit(v4(2), &shutdown).unwrap();
+        // The fifth of peer 1 closes peer 1's oldest, never peer 2's.
+        c.admit(v4(1), &shutdown).unwrap();
+        assert!(first[0].close.is_cancelled());
+        assert!(!first[1].close.is_cancelled() && !other.close.is_cancelled());
+        assert_eq!(c.live(), MAX_PER_PEER + 1);
+        // Busy connections are not closed: with all of peer 1's busy, it is refused.
+        for a in &first[1..] {
+            a.busy.store(1, Ordering::Release);
+        }
+        c.open.last().unwrap().busy.store(1, Ordering::Release);
+        assert!(c.admit(v4(1), &shutdown).is_none());
+        assert!(c.admit(v4(2), &shutdown).is_some());
+        // A connection that ended leaves room.
+        c.remove(first[1].id);
+        assert!(c.admit(v4(1), &shutdown).is_some());
+    }
+
+    #[test]
+    fn a_full_endpoint_closes_an_idle_connection_of_the_peer_holding_the_most() {
+        let shutdown = CancellationToken::new();
+        let mut c = Connections::default();
+        // 8 peers at their cap fill the endpoint; peer 10 holds the most of them after one of
+        // another peer ended.
+        let mut held = Vec::new();
+        for peer in 10..10 + (MAX_CONNECTIONS / MAX_PER_PEER) as u8 {
+            for _ in 0..MAX_PER_PEER {
+                held.push((peer, c.admit(v4(peer), &shutdown).unwrap()));
+            }
+        }
+        assert_eq!(c.live(), MAX_CONNECTIONS);
+        c.remove(held[MAX_PER_PEER].1.id);
+        c.admit(v4(99), &shutdown).unwrap();
+        let newcomer = c.admit(v4(100), &shutdown).unwrap();
+        let closed: Vec<u8> = held
+            .iter()
+            .filter(|(_, a)| a.close.is_cancelled())
+            .map(|(p, _)| *p)
+            .collect();
+        assert_eq!(closed, [10]);
+        assert!(held[0].1.close.is_cancelled(), "the oldest of peer 10");
+        assert_eq!(c.live(), MAX_CONNECTIONS);
+        // Nothing idle: refused.
+        for (_, a) in &held {
+            a.busy.store(1, Ordering::Release);
+        }
+        newcomer.busy.store(1, Ordering::Release);
+        c.open
+            .iter()
+            .for_each(|o| o.busy.store(1, Ordering::Release));
+        assert!(c.admit(v4(101), &shutdown).is_none());
+        // Shutdown reaches every connection.
+        shutdown.cancel();
+        assert!(newcomer.close.is_cancelled());
+    }
+
+    #[test]
+    fn peers_are_addresses_and_ipv6_slash_64s() {
+        let peer = |s: &str| Peer::from(s.parse::<SocketAddr>().unwrap());
+        assert_eq!(peer("10.0.0.1:1000"), peer("10.0.0.1:2000"));
+        assert_ne!(peer("10.0.0.1:1000"), peer("10.0.0.2:1000"));
+        assert_eq!(peer("[::ffff:10.0.0.1]:1"), peer("10.0.0.1:1"));
+        assert_eq!(
+            peer("[2001:db8:1:2::1]:1"),
+            peer("[2001:db8:1:2:ffff::9]:1")
+        );
+        assert_ne!(peer("[2001:db8:1:2::1]:1"), peer("[2001:db8:1:3::1]:1"));
+    }
+
+    /// Serves the endpoint on 127.0.0.1 with checking disabled (`/healthz` answers 200).
+    async fn endpoint() -> (SocketAddr, CancellationToken) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shared = Arc::new(Shared {
+            metrics: Metrics::new(false),
+            health: Mutex::new(Health {
+                enabled: false,
+                ..state(Instant::now(), Duration::ZERO)
+            }),
+        });
+        let shutdown = CancellationToken::new();
+        tokio::spawn(serve(listener, shared, shutdown.clone()));
+        (addr, shutdown)
+    }
+
+    /// A connection to `addr` from the loopback address `from` (127.0.0.x: every one of them
+    /// is this host's).
+    async fn connect_from(from: &str, addr: SocketAddr) -> tokio::net::TcpStream {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+        socket.connect(addr).await.unwrap()
+    }
+
+    /// `GET /healthz` from `from` on a new connection: the status line, or why there is none.
+    async fn healthz_from(from: &str, addr: SocketAddr) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = connect_from(from, addr).await;
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        match tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut answer)).await {
+            Ok(Ok(_)) => String::from_utf8_lossy(&answer)
+                .lines()
+                .next()
+                .unwrap_or("closed without an answer")
+                .to_string(),
+            Ok(Err(e)) => format!("closed: {e}"),
+            Err(_) => "no answer in 5 s".into(),
+        }
+    }
+
+    /// Whether the server closed `stream` within `within`.
+    async fn closed(stream: &mut tokio::net::TcpStream, within: Duration) -> bool {
+        use tokio::io::AsyncReadExt;
+        let mut buf = [0u8; 64];
+        matches!(
+            tokio::time::timeout(within, stream.read(&mut buf)).await,
+            Ok(Ok(0) | Err(_))
+        )
+    }
+
+    #[tokio::test]
+    async fn a_peer_hoarding_idle_connections_cannot_keep_healthz_from_others() {
+        let (addr, shutdown) = endpoint().await;
+        // One client opens more connections than the endpoint serves and sends nothing.
+        let mut hoard = Vec::new();
+        for _ in 0..2 * MAX_CONNECTIONS {
+            hoard.push(connect_from("127.0.0.1", addr).await);
+        }
+        // It keeps its newest few; the others are closed at once.
+        let mut kept = 0;
+        for s in &mut hoard {
+            if !closed(s, Duration::from_millis(50)).await {
+                kept += 1;
+            }
+        }
+        assert_eq!(kept, MAX_PER_PEER);
+        // Another peer is answered, and so is a new connection of the same address (a probe
+        // on the same host): it takes the place of the oldest idle one.
+        assert_eq!(healthz_from("127.0.0.2", addr).await, "HTTP/1.1 200 OK");
+        assert_eq!(healthz_from("127.0.0.1", addr).await, "HTTP/1.1 200 OK");
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn peers_filling_the_endpoint_with_idle_connections_cannot_keep_healthz_from_others() {
+        let (addr, shutdown) = endpoint().await;
+        let mut hoard = Vec::new();
+        for peer in 0..MAX_CONNECTIONS / MAX_PER_PEER + 2 {
+            for _ in 0..MAX_PER_PEER {
+                hoard.push(connect_from(&format!("127.0.1.{peer}"), addr).await);
+            }
+        }
+        assert_eq!(healthz_from("127.0.0.2", addr).await, "HTTP/1.1 200 OK");
+        shutdown.cancel();
     }
 
     #[test]

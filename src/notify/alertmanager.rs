@@ -4,11 +4,15 @@
 //! resolved finding is posted once more with `endsAt` set to when it resolved (through the
 //! outbox, so an Alertmanager that is down gets it later). Every URL gets every alert: the
 //! Alertmanagers of one cluster deduplicate among themselves.
+//!
+//! An Alertmanager is not trusted to be small or quick: an answer's body is read only when it
+//! explains an error, at most [`BODY_READ_MAX`] of it, within the request's deadline.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use tokio::time::Instant;
 use tracing::warn;
 
 use crate::config::{AlertmanagerAuth, AlertmanagerSettings};
@@ -18,6 +22,11 @@ use crate::wording::{alertmanager_annotations, alertmanager_labels};
 
 /// Longest answer body kept for an error message.
 const BODY_EXCERPT: usize = 300;
+
+/// The most of an error answer's body that is read. Alertmanager explains a refusal in one
+/// line of JSON; the rest is never read, so that a hostile or broken peer, or anyone in the
+/// middle of an `http://` one, cannot make cks-drift hold more than this.
+pub const BODY_READ_MAX: usize = 4 * 1024;
 
 /// Why Alertmanager did not take the alerts.
 #[derive(Debug, thiserror::Error)]
@@ -49,10 +58,19 @@ pub struct Alertmanager {
     urls: Vec<String>,
     auth: AlertmanagerAuth,
     runbook_url: Option<String>,
+    /// Deadline of one post, from connecting to the last byte read.
+    timeout: Duration,
 }
 
 impl Alertmanager {
+    /// The client of the configured Alertmanagers; warns about risky settings (see [`risks`]),
+    /// once each time a config is taken into use.
     pub fn new(settings: &AlertmanagerSettings) -> Result<Self, AlertmanagerError> {
+        let urls: Vec<&str> = settings.urls.iter().map(String::as_str).collect();
+        let credentials = !matches!(settings.auth, AlertmanagerAuth::None);
+        for (key, message) in risks(&urls, credentials, settings.insecure) {
+            warn!("{key} {message}");
+        }
         let http = crate::cloudstack::http::client_builder(
             settings.timeout,
             settings.ca_file.as_deref(),
@@ -66,6 +84,7 @@ impl Alertmanager {
             urls: settings.urls.clone(),
             auth: settings.auth.clone(),
             runbook_url: settings.runbook_url.clone(),
+            timeout: settings.timeout,
         })
     }
 
@@ -96,7 +115,10 @@ impl Alertmanager {
     }
 
     async fn post_one(&self, base: &str, alerts: &[Value]) -> Result<(), AlertmanagerError> {
+        let deadline = Instant::now() + self.timeout;
         let url = format!("{base}/api/v2/alerts");
+        // Config refuses credentials inside the URL; a URL is still never shown with them.
+        let shown_url = crate::config::redacted_url(&url).into_owned();
         let mut request = self.http.post(&url).json(alerts);
         request = match &self.auth {
             AlertmanagerAuth::None => request,
@@ -105,24 +127,98 @@ impl Alertmanager {
             }
             AlertmanagerAuth::Bearer(token) => request.bearer_auth(token.expose()),
         };
-        let response = request
-            .send()
-            .await
-            .map_err(|e| AlertmanagerError::Unreachable {
-                url: url.clone(),
-                reason: crate::error_chain::error_chain(&e.without_url()),
-            })?;
+        let response = match tokio::time::timeout_at(deadline, request.send()).await {
+            Ok(Ok(response)) => response,
+            Ok(Err(e)) => {
+                return Err(AlertmanagerError::Unreachable {
+                    url: shown_url,
+                    reason: crate::error_chain::error_chain(&e.without_url()),
+                });
+            }
+            Err(_) => {
+                return Err(AlertmanagerError::Unreachable {
+                    url: shown_url,
+                    reason: format!(
+                        "no answer within {} s (alertmanager.timeout)",
+                        self.timeout.as_secs_f64()
+                    ),
+                });
+            }
+        };
         let status = response.status();
         if status.is_success() {
             return Ok(());
         }
-        let body = response.text().await.unwrap_or_default();
+        let body = body_prefix(response, BODY_READ_MAX, deadline).await;
         Err(AlertmanagerError::Refused {
-            url,
+            url: shown_url,
             status: status.as_u16(),
             body: crate::untrusted::shown(body.trim(), BODY_EXCERPT),
         })
     }
+}
+
+/// At most `max` bytes of an answer's body, as far as it came by `deadline`. The rest is left
+/// unread: dropping the response closes the connection, whatever the peer still sends.
+async fn body_prefix(mut response: reqwest::Response, max: usize, deadline: Instant) -> String {
+    let mut body = Vec::new();
+    while body.len() < max {
+        match tokio::time::timeout_at(deadline, response.chunk()).await {
+            Ok(Ok(Some(chunk))) => {
+                let room = max - body.len();
+                body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            }
+            // The end, a broken body or the deadline: what came is the excerpt.
+            Ok(Ok(None) | Err(_)) | Err(_) => break,
+        }
+    }
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+/// Risky `[alertmanager]` settings, as (key, message): warned about when a config is taken
+/// into use and by `validate-config`. `urls` as configured; `credentials` when basic or
+/// bearer auth is set. A loopback `http://` URL is not warned about: it never leaves the host.
+pub fn risks(urls: &[&str], credentials: bool, insecure: bool) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    if credentials {
+        for url in urls {
+            let Ok(parsed) = reqwest::Url::parse(url.trim()) else {
+                continue;
+            };
+            if parsed.scheme() == "http" && !is_loopback(&parsed) {
+                out.push((
+                    "alertmanager.urls",
+                    format!(
+                        "holds {}, a plain http:// URL, while alertmanager.username and \
+                         password_file (or bearer_token_file) are set: the credentials travel in \
+                         clear with every post, for anything on the way to read and reuse; use \
+                         https:// (with alertmanager.ca_file for a private CA)",
+                        crate::config::redacted_url(url.trim())
+                    ),
+                ));
+            }
+        }
+    }
+    if insecure {
+        out.push((
+            "alertmanager.insecure",
+            "is true: the Alertmanagers' certificates are not verified, so anything between this \
+             host and them can pose as one, drop the alerts and read the credentials; set \
+             alertmanager.ca_file to the CA that signed their certificates and remove insecure"
+                .to_string(),
+        ));
+    }
+    out
+}
+
+fn is_loopback(url: &reqwest::Url) -> bool {
+    let host = url.host_str().unwrap_or_default();
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// One alert as the v2 API takes it.
@@ -165,4 +261,135 @@ pub fn firing(state: &State, ends_at: Timestamp) -> Vec<Value> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    fn settings(url: String, timeout: Duration) -> AlertmanagerSettings {
+        AlertmanagerSettings {
+            urls: vec![url],
+            auth: AlertmanagerAuth::None,
+            ca_file: None,
+            insecure: false,
+            timeout,
+            runbook_url: None,
+        }
+    }
+
+    /// A hostile Alertmanager on 127.0.0.1: every request is answered HTTP 500 with a chunked
+    /// body that starts with an explanation and never ends, written as fast as the connection
+    /// takes it. Returns its URL and the count of body bytes it got out.
+    async fn endless_error_body() -> (String, Arc<AtomicU64>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let sent = Arc::new(AtomicU64::new(0));
+        let counter = sent.clone();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let counter = counter.clone();
+                tokio::spawn(async move {
+                    let mut request = [0u8; 16 * 1024];
+                    let _ = stream.read(&mut request).await;
+                    let head = b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\n\r\n";
+                    let first = b"{\"error\":\"overloaded\"}";
+                    let mut start = format!("{:x}\r\n", first.len()).into_bytes();
+                    start.extend_from_slice(first);
+                    start.extend_from_slice(b"\r\n");
+                    if stream.write_all(head).await.is_err()
+                        || stream.write_all(&start).await.is_err()
+                    {
+                        return;
+                    }
+                    let data = vec![b'x'; 64 * 1024];
+                    let mut chunk = format!("{:x}\r\n", data.len()).into_bytes();
+                    chunk.extend_from_slice(&data);
+                    chunk.extend_from_slice(b"\r\n");
+                    while stream.write_all(&chunk).await.is_ok() {
+                        counter.fetch_add(data.len() as u64, Ordering::Relaxed);
+                    }
+                });
+            }
+        });
+        (url, sent)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_endless_error_body_is_cut_to_a_prefix_well_within_the_deadline() {
+        let (url, sent) = endless_error_body().await;
+        let timeout = Duration::from_secs(10);
+        let am = Alertmanager::new(&settings(url.clone(), timeout)).unwrap();
+        let started = std::time::Instant::now();
+        let error = am.post(&[json!({"labels": {}})]).await.unwrap_err();
+        let took = started.elapsed();
+        match &error {
+            AlertmanagerError::Refused {
+                url: shown,
+                status,
+                body,
+            } => {
+                assert_eq!(shown, &format!("{url}/api/v2/alerts"));
+                assert_eq!(*status, 500);
+                assert!(body.starts_with("{\"error\":\"overloaded\"}xxxx"), "{body}");
+                assert_eq!(body.chars().count(), BODY_EXCERPT, "{body}");
+            }
+            other => panic!("{other}"),
+        }
+        // Not a refusal of the alerts: they stay queued and the cycle goes on.
+        assert!(!error.is_refusal());
+        assert!(took < timeout / 4, "took {took:?}");
+        // The connection was closed after the prefix: the peer got out no more than the
+        // sockets' buffers hold, where reading to the deadline took gigabytes.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let sent = sent.load(Ordering::Relaxed);
+        assert!(sent < 32 << 20, "{sent} bytes sent");
+    }
+
+    #[tokio::test]
+    async fn a_peer_that_never_answers_is_given_up_at_the_deadline() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        // Accepts and holds the connection without a byte of answer.
+        let held = tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            drop(stream);
+        });
+        let timeout = Duration::from_millis(500);
+        let am = Alertmanager::new(&settings(url, timeout)).unwrap();
+        let started = std::time::Instant::now();
+        let error = am.post(&[json!({})]).await.unwrap_err();
+        assert!(
+            matches!(error, AlertmanagerError::Unreachable { .. }),
+            "{error}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(3));
+        held.abort();
+    }
+
+    #[test]
+    fn risky_settings_are_named_with_their_fix() {
+        let urls = [
+            "http://am.example.com:9093",
+            "http://127.0.0.1:9093",
+            "https://am2.example.com",
+        ];
+        let risks = risks(&urls, true, true);
+        let keys: Vec<&str> = risks.iter().map(|(k, _)| *k).collect();
+        assert_eq!(keys, ["alertmanager.urls", "alertmanager.insecure"]);
+        assert!(
+            risks[0]
+                .1
+                .starts_with("holds http://am.example.com:9093, a plain http:// URL, while"),
+            "{}",
+            risks[0].1
+        );
+        assert!(super::risks(&urls, false, false).is_empty());
+    }
 }

@@ -4,7 +4,8 @@
 //! delivered, so an outage or a crash delays a notification but never loses it.
 //!
 //! Every alert and annotation text ends with a marker (see `wording`), which lets delivery
-//! find what CloudStack already stored after a crash, so nothing is sent twice. A refusal
+//! find what CloudStack already stored after a crash, so nothing is sent twice; an event line
+//! carries its item's id and is not written again when the log's last lines hold it. A refusal
 //! that cannot change (error 431) ends the item visibly and holds nothing else back.
 
 pub mod alertmanager;
@@ -21,7 +22,7 @@ use crate::cloudstack::error::ApiError;
 use crate::cloudstack::limits::{ALERT_DESCRIPTION_LENGTH, ANNOTATION_LENGTH};
 use crate::cloudstack::model::Annotation;
 use crate::database::lock::Lock;
-use crate::state::{Notification, State, record_key};
+use crate::state::{Notification, Outgoing, State, record_key};
 use crate::wording::{alert_marker, annotation_marker, marked_key, marker_key, remarked};
 
 /// What delivery needs to know.
@@ -74,7 +75,7 @@ impl DeliveryError {
 ///
 /// - Delivered: the item leaves the outbox; `save` is called every [`SAVE_EVERY`] finished
 ///   items and at the end, so a crash repeats at most one batch, which the marker check
-///   then recognises (an event line may repeat).
+///   then recognises, and the event log's last [`SAVE_EVERY`] lines for event lines.
 /// - Refused by CloudStack for good (error 431: see [`ApiError::is_refusal`]): the item ends
 ///   with one ERROR naming the finding and what CloudStack said, and is counted `refused`.
 ///   It holds nothing back.
@@ -97,10 +98,11 @@ pub async fn deliver<E>(
     let mut counts = DeliveryCounts::new();
     let mut blocked: HashSet<(String, &'static str)> = HashSet::new();
     let mut alerts = alerts::AlertDesk::new(settings.alert_types.clone());
+    let mut event_tail: Option<event_log::Tail> = None;
     // The outbox is compacted in place: `[0, kept)` stays queued, `[kept, next)` is done,
     // `[next, ..)` is still to try. Done items are dropped, and the state saved, once per
-    // batch: a crash repeats at most one batch, which the markers recognise (event lines
-    // may repeat).
+    // batch: a crash repeats at most one batch, which the markers recognise, and the event
+    // log's end (read once, at the first event) for event lines.
     let mut kept = 0;
     let mut next = 0;
     let mut done = 0;
@@ -122,7 +124,9 @@ pub async fn deliver<E>(
         let finished = if lane.as_ref().is_some_and(|l| blocked.contains(l)) {
             false
         } else {
-            match deliver_one(api, settings, state, &mut alerts, &item.notification).await {
+            let delivered =
+                deliver_one(api, settings, state, &mut alerts, &mut event_tail, &item).await;
+            match delivered {
                 Ok(()) => {
                     debug!(id = item.id, channel, "notification delivered");
                     *counts.entry((channel, "delivered")).or_default() += 1;
@@ -187,10 +191,19 @@ async fn deliver_one(
     settings: &DeliverySettings,
     state: &mut State,
     alerts: &mut alerts::AlertDesk,
-    n: &Notification,
+    event_tail: &mut Option<event_log::Tail>,
+    item: &Outgoing,
 ) -> Result<(), DeliveryError> {
+    let n = &item.notification;
     match n {
-        Notification::Event { .. } => Ok(event_log::append(&settings.event_log, n)?),
+        Notification::Event { .. } => {
+            let tail = match event_tail {
+                Some(tail) => tail,
+                None => event_tail.insert(event_log::Tail::read(&settings.event_log, SAVE_EVERY)?),
+            };
+            event_log::append(&settings.event_log, item.id, n, tail)?;
+            Ok(())
+        }
         Notification::RaiseAlert {
             cluster_id,
             zone_id,
@@ -335,4 +348,84 @@ async fn add_annotation(
         .ok_or_else(|| {
             DeliveryError::Alert("addAnnotation answered without an annotation id".into())
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{CloudStackSettings, Secret};
+    use crate::state::{Level, Outgoing};
+    use crate::time::Timestamp;
+
+    /// An outbox of `n` event lines, as the state file holds it.
+    fn events(n: u64) -> State {
+        let mut state = State::default();
+        for id in 1..=n {
+            state.outbox.push(Outgoing {
+                id,
+                attempts: 0,
+                last_error: None,
+                notification: Notification::Event {
+                    level: Level::Warn,
+                    cluster_id: "c-1".into(),
+                    cluster: "web".into(),
+                    key: Some(format!("unmapped_vm:v-{id}")),
+                    kind: Some("unmapped_vm".into()),
+                    vm_id: None,
+                    vm_name: None,
+                    node: None,
+                    description: "a VM named as a node is not in the map".into(),
+                    time: Timestamp::parse("2026-11-30T10:00:00Z").unwrap(),
+                },
+            });
+        }
+        state.next_id = n + 1;
+        state
+    }
+
+    #[tokio::test]
+    async fn a_batch_delivered_again_after_a_crash_writes_no_event_line_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = DeliverySettings {
+            event_log: dir.path().join("events.jsonl"),
+            alert_types: 3000..=3999,
+            alertmanager: None,
+        };
+        // Events need no CloudStack: a client of a port where nothing listens.
+        let api = Client::new(&CloudStackSettings {
+            url: "http://127.0.0.1:9/client/api".into(),
+            api_key: Secret::new("k"),
+            secret_key: Secret::new("s"),
+            timeout: std::time::Duration::from_secs(1),
+            ca_file: None,
+            insecure: false,
+            page_size: 500,
+        })
+        .unwrap();
+        let saved = events(3);
+        // The first run delivers the batch and is killed before the state is written: the
+        // state file still holds the whole outbox.
+        let mut running = saved.clone();
+        let mut killed = |_: &State| -> Result<(), ()> { Err(()) };
+        let (counts, error) = deliver(&api, &settings, &mut running, &mut killed, None).await;
+        assert_eq!(counts[&("event_log", "delivered")], 3);
+        assert!(error.is_some());
+        // The restart delivers the same batch again.
+        let mut restarted = saved.clone();
+        let mut save = |_: &State| -> Result<(), ()> { Ok(()) };
+        let (counts, error) = deliver(&api, &settings, &mut restarted, &mut save, None).await;
+        assert_eq!(counts[&("event_log", "delivered")], 3);
+        assert!(error.is_none() && restarted.outbox.is_empty());
+        let text = std::fs::read_to_string(&settings.event_log).unwrap();
+        assert_eq!(text.lines().count(), 3, "{text}");
+        let ids: Vec<u64> = text
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(ids, [1, 2, 3], "{text}");
+    }
 }

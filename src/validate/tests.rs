@@ -312,3 +312,23 @@ fn a_listing_is_summed_up_with_identities_and_readiness() {
     );
     assert_eq!(listed(&[]), "ssh.command listed 0 nodes");
 }
+
+#[test]
+fn alertmanager_credentials_in_clear_and_insecure_tls_are_warned_about() {
+    let text = "[cloudstack]\nurl = \"https://c.example/client/api\"\napi_key = \"AK\"\nsecret_key = \"SK\"\n\
+        [alertmanager]\nurls = [\"http://am.example.com:9093\", \"http://127.0.0.1:9093\", \"https://am2.example.com\"]\n\
+        username = \"cks\"\npassword_file = \"/etc/cks-drift/am_password\"\ninsecure = true\n";
+    let findings = setting_warnings(&Raw(&text.parse().unwrap()));
+    assert_eq!(
+        lines(&findings),
+        [
+            "warning: alertmanager.urls: holds http://am.example.com:9093, a plain http:// URL, while alertmanager.username and password_file (or bearer_token_file) are set: the credentials travel in clear with every post, for anything on the way to read and reuse; use https:// (with alertmanager.ca_file for a private CA)",
+            "warning: alertmanager.insecure: is true: the Alertmanagers' certificates are not verified, so anything between this host and them can pose as one, drop the alerts and read the credentials; set alertmanager.ca_file to the CA that signed their certificates and remove insecure",
+        ]
+    );
+    // Without credentials a plain URL sends nothing secret; a loopback one never leaves the host.
+    let text = "[alertmanager]\nurls = [\"http://am.example.com:9093\"]\n";
+    assert!(setting_warnings(&Raw(&text.parse().unwrap())).is_empty());
+    let text = "[alertmanager]\nurls = [\"http://localhost:9093\", \"http://[::1]:9093\"]\nbearer_token_file = \"/t\"\n";
+    assert!(setting_warnings(&Raw(&text.parse().unwrap())).is_empty());
+}

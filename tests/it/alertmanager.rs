@@ -1,13 +1,13 @@
 //! Findings as alerts in a real Alertmanager: labels, kept active across cycles, resolved
 //! with the finding; a silence for one cluster; an Alertmanager down for a cycle loses
-//! nothing.
+//! nothing; a hostile one that answers without end holds no cycle.
 
-use crate::support::alertmanager::Alertmanager;
-use crate::support::cloud::{TestCloud, mismatches, world_now};
+use crate::support::alertmanager::{Alertmanager, endless_error_body};
+use crate::support::cloud::{TestCloud, mismatches, one_cluster, world_now};
 
 /// Two clusters `web` and `db`, each with a worker whose map row is lost, and the cloud
-/// pointed at `am`.
-async fn two_drifting(am: &Alertmanager) -> (TestCloud, Vec<String>, Vec<String>) {
+/// pointed at the Alertmanager at `am_url`.
+async fn two_drifting(am_url: &str) -> (TestCloud, Vec<String>, Vec<String>) {
     let mut world = world_now();
     let owner = world.admin();
     let ids = vec![
@@ -20,8 +20,7 @@ async fn two_drifting(am: &Alertmanager) -> (TestCloud, Vec<String>, Vec<String>
     }
     let workers = ids.iter().map(|id| cloud.unmap_last_worker(id)).collect();
     cloud.extra = format!(
-        "[alertmanager]\nurls = [\"{}\"]\nrunbook_url = \"https://wiki.example.com/cks-drift\"\n",
-        am.url()
+        "[alertmanager]\nurls = [\"{am_url}\"]\nrunbook_url = \"https://wiki.example.com/cks-drift\"\n"
     );
     (cloud, ids, workers)
 }
@@ -38,7 +37,7 @@ async fn active(am: &Alertmanager) -> Vec<serde_json::Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn findings_are_alerts_with_labels_kept_active_and_resolved() {
     let am = Alertmanager::start().await;
-    let (cloud, ids, workers) = two_drifting(&am).await;
+    let (cloud, ids, workers) = two_drifting(&am.url()).await;
     let (run, report) = cloud.check_json(&[]).await;
     assert_eq!(mismatches(&report).len(), 2, "{}", run.stderr);
     let alerts = am.alerts().await;
@@ -109,7 +108,7 @@ async fn findings_are_alerts_with_labels_kept_active_and_resolved() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silence_for_one_cluster_silences_exactly_that_cluster() {
     let am = Alertmanager::start().await;
-    let (cloud, _, _) = two_drifting(&am).await;
+    let (cloud, _, _) = two_drifting(&am.url()).await;
     am.silence("cluster", "db").await;
     cloud.check_json(&[]).await;
     let alerts = am.alerts().await;
@@ -126,7 +125,7 @@ async fn a_silence_for_one_cluster_silences_exactly_that_cluster() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_alertmanager_down_for_a_cycle_loses_nothing() {
     let mut am = Alertmanager::start().await;
-    let (cloud, ids, workers) = two_drifting(&am).await;
+    let (cloud, ids, workers) = two_drifting(&am.url()).await;
     am.stop();
     // Down: the findings are found, alerted in CloudStack, and Alertmanager's share waits.
     let (run, report) = cloud.check_json(&[]).await;
@@ -168,4 +167,58 @@ async fn an_alertmanager_down_for_a_cycle_loses_nothing() {
     let state: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(cloud.state_path()).unwrap()).unwrap();
     assert_eq!(state["outbox"], serde_json::json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alertmanager_streaming_an_endless_error_body_holds_no_cycle() {
+    let hostile = endless_error_body().await;
+    let (mut cloud, _, _) = two_drifting(&hostile).await;
+    cloud.extra.push_str("timeout = \"10s\"\n");
+    // Two cycles: each reads a prefix of the answer, says so, and goes on.
+    for cycle in 0..2 {
+        let started = std::time::Instant::now();
+        let (run, report) = cloud.check_json(&[]).await;
+        let took = started.elapsed();
+        assert_eq!(mismatches(&report).len(), 2, "{}", run.stderr);
+        assert!(
+            run.stderr.contains(&format!(
+                "Alertmanager at {hostile}/api/v2/alerts answered HTTP 500: {{\"error\":\"overloaded\"}}xxxx"
+            )),
+            "{}",
+            run.stderr
+        );
+        assert!(
+            run.stderr.contains("they are sent again next cycle"),
+            "{}",
+            run.stderr
+        );
+        // The answer is not read to the deadline (alertmanager.timeout).
+        assert!(
+            took < std::time::Duration::from_secs(10),
+            "cycle {cycle} took {took:?}"
+        );
+    }
+    // CloudStack's alerts went out all the same.
+    assert_eq!(cloud.active_alerts().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn risky_alertmanager_settings_are_warned_about_at_start() {
+    use std::os::unix::fs::PermissionsExt;
+    let (mut cloud, _) = one_cluster().await;
+    let password = cloud.dir.path().join("am_password");
+    std::fs::write(&password, "pw\n").unwrap();
+    std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // TEST-NET-1: nothing answers there, and the deadline is short.
+    cloud.extra = format!(
+        "[alertmanager]\nurls = [\"http://192.0.2.1:9093\"]\nusername = \"cks\"\npassword_file = \"{}\"\ninsecure = true\ntimeout = \"200ms\"\n",
+        password.display()
+    );
+    let run = cloud.check(&[]).await;
+    for warning in [
+        "alertmanager.urls holds http://192.0.2.1:9093, a plain http:// URL, while alertmanager.username and password_file (or bearer_token_file) are set",
+        "alertmanager.insecure is true: the Alertmanagers' certificates are not verified",
+    ] {
+        assert!(run.stderr.contains(warning), "{warning}\n{}", run.stderr);
+    }
 }

@@ -734,6 +734,9 @@ fn the_systemd_unit_passes_systemd_analyze_verify() {
         "ProtectSystem=strict",
         "NoNewPrivileges=yes",
         "RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX",
+        "ProtectProc=invisible",
+        "ProcSubset=pid",
+        "RemoveIPC=yes",
     ] {
         assert!(unit.lines().any(|l| l == line), "{line} missing");
     }

@@ -133,3 +133,34 @@ fn chrono_like_now() -> (String, String) {
         now.plus(Duration::from_secs(3600)).to_string(),
     )
 }
+
+/// A hostile Alertmanager on 127.0.0.1 (not the real one): every request is answered HTTP 500
+/// with a chunked body that starts `{"error":"overloaded"}` and never ends, written as fast as
+/// the connection takes it. Its URL.
+pub async fn endless_error_body() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = [0u8; 16 * 1024];
+                let _ = stream.read(&mut request).await;
+                let first = b"{\"error\":\"overloaded\"}";
+                let mut start = b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+                start.extend_from_slice(format!("{:x}\r\n", first.len()).as_bytes());
+                start.extend_from_slice(first);
+                start.extend_from_slice(b"\r\n");
+                let data = vec![b'x'; 64 * 1024];
+                let mut chunk = format!("{:x}\r\n", data.len()).into_bytes();
+                chunk.extend_from_slice(&data);
+                chunk.extend_from_slice(b"\r\n");
+                if stream.write_all(&start).await.is_err() {
+                    return;
+                }
+                while stream.write_all(&chunk).await.is_ok() {}
+            });
+        }
+    });
+    url
+}
