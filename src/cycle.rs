@@ -527,14 +527,7 @@ mod tests {
         let mut settings = settings();
         settings.concurrency = 2;
         settings.node_deadline = Duration::from_secs(5);
-        let step_settings = crate::state::step::StepSettings {
-            alerts: true,
-            annotations: true,
-            alert_cap: 5,
-            blind_after: crate::config::DEFAULT_BLIND_AFTER,
-            storm: crate::config::StormThreshold::Off,
-            alertmanager: false,
-        };
+        let step_settings = crate::state::step::StepSettings::ALL_ON;
         let mut state = crate::state::State::default();
         let mut listed_per_cycle: Vec<Vec<bool>> = Vec::new();
         for _ in 0..4 {

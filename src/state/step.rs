@@ -75,6 +75,20 @@ pub struct StepSettings {
     pub alertmanager: bool,
 }
 
+#[cfg(test)]
+impl StepSettings {
+    /// Alerts and annotations on, a cap of 5, no storm and no Alertmanager: what the tests of
+    /// a step use.
+    pub(crate) const ALL_ON: StepSettings = StepSettings {
+        alerts: true,
+        annotations: true,
+        alert_cap: 5,
+        blind_after: crate::config::DEFAULT_BLIND_AFTER,
+        storm: crate::config::StormThreshold::Off,
+        alertmanager: false,
+    };
+}
+
 /// A storm that began or ended in a step.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StormChange {

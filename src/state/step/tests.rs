@@ -53,14 +53,7 @@ fn report(clusters: Vec<Observed>, _min: i64) -> Vec<Observed> {
     clusters
 }
 
-const ON: StepSettings = StepSettings {
-    alerts: true,
-    annotations: true,
-    alert_cap: 5,
-    blind_after: crate::config::DEFAULT_BLIND_AFTER,
-    storm: crate::config::StormThreshold::Off,
-    alertmanager: false,
-};
+const ON: StepSettings = StepSettings::ALL_ON;
 
 /// The queued notifications, as short strings, and the outbox emptied (as if delivered).
 fn drain(state: &mut State) -> Vec<String> {
