@@ -286,6 +286,16 @@ pub const KIND_NAMES: [&str; 7] = [
     "identity_conflict",
 ];
 
+/// Whether `s` is a UUID (8-4-4-4-12 hexadecimal digits, either case): how CloudStack writes
+/// the ids of VMs and clusters, unique in the whole cloud, unlike their names.
+pub fn is_uuid(s: &str) -> bool {
+    s.len() == 36
+        && s.bytes().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => c == b'-',
+            _ => c.is_ascii_hexdigit(),
+        })
+}
+
 /// One `[[ignore]]` rule: findings it matches are reported, marked ignored, and not alerted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IgnoreRule {
@@ -493,6 +503,26 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
 pub const PLAIN_HTTP: &str = "is a plain http:// URL: every request's signature and the answers \
      travel in clear, so anything on the way can read them, replay a request within its expiry \
      and forge answers; use https:// (with cloudstack.ca_file for a private CA)";
+
+/// `localhost` or a loopback address: a connection that never leaves the host.
+pub fn is_loopback(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The warning of `database.tls = false` for a database on another host, at start and in
+/// `validate-config`.
+pub fn database_in_clear(host: &str) -> String {
+    format!(
+        "is false while the database is on {host}: the password, the VM map and the lock's \
+         answers travel in clear and can be read or changed on the way; remove the line (TLS \
+         is on by default for a host other than loopback), with database.ca_file for a private CA"
+    )
+}
 
 /// The warning of `ssh.host_key_policy = "off"`, at start and in `validate-config`.
 pub const HOST_KEYS_OFF: &str = "is \"off\": any host key is accepted, so a machine posing as a \
@@ -980,6 +1010,22 @@ impl Reader<'_> {
                     "matches every finding; give at least one of cluster, kind, vm and node",
                 );
             }
+            // A name is the tenant's to choose and not unique: a VM or node name without a
+            // cluster would match that name in every tenant's cluster. A VM's id is unique in
+            // the whole cloud.
+            if cluster.is_none() {
+                if node.is_some() {
+                    self.problem(
+                        &at("cluster"),
+                        "is missing: a rule with a node names its cluster (by id, or by name), or it matches that node name in every tenant's cluster",
+                    );
+                } else if vm.as_deref().is_some_and(|v| !is_uuid(v)) {
+                    self.problem(
+                        &at("cluster"),
+                        "is missing: a rule with a VM name names its cluster (by id, or by name), or it matches that VM name in every tenant's cluster; or give the VM's id instead of its name",
+                    );
+                }
+            }
             if reason.is_none() && t.get("reason").is_none() {
                 self.problem(
                     &at("reason"),
@@ -1056,7 +1102,12 @@ impl Reader<'_> {
             },
         };
         let ca_file = self.path("database.ca_file");
-        let tls = self.bool("database.tls", ca_file.is_some());
+        // On by default for a database on another host: the login, the map rows and the
+        // lock's answers are not to travel in clear.
+        let tls = self.bool(
+            "database.tls",
+            ca_file.is_some() || (!host.is_empty() && !is_loopback(&host)),
+        );
         if !tls && ca_file.is_some() {
             self.problem(
                 "database.tls",

@@ -114,6 +114,12 @@ impl Engine {
         {
             tracing::warn!(url = %config.cloudstack.url, "cloudstack.url {}", crate::config::PLAIN_HTTP);
         }
+        if let Some(db) = &config.database
+            && !db.tls
+            && !crate::config::is_loopback(&db.host)
+        {
+            tracing::warn!("database.tls {}", crate::config::database_in_clear(&db.host));
+        }
         if config.ssh.host_key_policy == crate::config::HostKeyPolicy::Off {
             tracing::warn!("ssh.host_key_policy {}", crate::config::HOST_KEYS_OFF);
         }

@@ -43,13 +43,17 @@ pub fn matches(
         .as_deref()
         .is_none_or(|c| c == cluster_id || c == cluster_name);
     let kind = rule.kind.as_deref().is_none_or(|k| k == m.kind.as_str());
+    // A rule's VM given as a UUID is that VM's id and nothing else: a tenant may name its own
+    // VM like another VM's id.
     let vm = rule.vm.as_deref().is_none_or(|want| {
         m.vm().is_some_and(|vm| {
-            vm.id == want
-                || vm
-                    .name
+            if crate::config::is_uuid(want) {
+                vm.id.eq_ignore_ascii_case(want)
+            } else {
+                vm.name
                     .as_deref()
                     .is_some_and(|n| n.eq_ignore_ascii_case(want))
+            }
         })
     });
     let node = rule
@@ -130,7 +134,7 @@ mod tests {
         Mismatch {
             kind,
             subject: Subject::Vm(VmRef {
-                id: "v1".into(),
+                id: V1.into(),
                 name: Some("Web-Node-1".into()),
                 state: "Running".into(),
             }),
@@ -145,6 +149,7 @@ mod tests {
     }
 
     const NOW: i64 = 1_800_000_000;
+    const V1: &str = "6a3c4f2e-2b7e-4a59-9c11-0d2f3e4b5a61";
 
     fn at(secs: i64) -> Timestamp {
         Timestamp::from_unix(secs)
@@ -159,9 +164,13 @@ mod tests {
         assert!(!yes(rule(|r| r.cluster = Some("db".into()))));
         assert!(yes(rule(|r| r.kind = Some("unmapped_vm".into()))));
         assert!(!yes(rule(|r| r.kind = Some("mapped_vm".into()))));
-        assert!(yes(rule(|r| r.vm = Some("v1".into()))));
+        assert!(yes(rule(|r| r.vm = Some(V1.into()))));
+        assert!(yes(rule(|r| r.vm = Some(V1.to_uppercase()))));
         assert!(yes(rule(|r| r.vm = Some("web-node-1".into()))));
-        assert!(!yes(rule(|r| r.vm = Some("v2".into()))));
+        assert!(!yes(rule(|r| {
+            r.vm = Some("6a3c4f2e-2b7e-4a59-9c11-0d2f3e4b5a62".into())
+        })));
+        assert!(!yes(rule(|r| r.vm = Some("web-node-2".into()))));
         assert!(
             !yes(rule(|r| r.node = Some("web-node-1".into()))),
             "a VM finding has no node"
@@ -185,6 +194,21 @@ mod tests {
             &n,
             at(NOW)
         ));
+    }
+
+    #[test]
+    fn a_vm_named_like_another_vms_id_is_not_that_vm() {
+        let other = "0b1d2c3e-4f50-4617-8a9b-cdef01234567";
+        let m = Mismatch {
+            kind: MismatchKind::UnmappedVm,
+            subject: Subject::Vm(VmRef {
+                id: V1.into(),
+                name: Some(other.into()),
+                state: "Running".into(),
+            }),
+        };
+        let r = rule(|r| r.vm = Some(other.into()));
+        assert!(!matches(&r, "c1", "web", &m, at(NOW)));
     }
 
     #[test]
@@ -243,7 +267,7 @@ mod tests {
             }),
             rule(|r| {
                 r.number = 3;
-                r.vm = Some("v1".into());
+                r.vm = Some(V1.into());
             }),
         ];
         let m = vm(MismatchKind::UnmappedVm);

@@ -261,17 +261,13 @@ fn setting_warnings(raw: &Raw<'_>) -> Vec<Finding> {
         ));
     }
     if let Some(url) = raw.str("database.url")
-        && raw.value("database.tls").and_then(toml::Value::as_bool) != Some(true)
-        && raw.path("database.ca_file").is_none()
+        && raw.value("database.tls").and_then(toml::Value::as_bool) == Some(false)
         && let Ok((host, ..)) = crate::config::parse_database_url(url.trim())
-        && !is_loopback(&host)
+        && !crate::config::is_loopback(&host)
     {
         out.push(Finding::warning(
             "database.tls",
-            format!(
-                "is off while the database is on {host}: the password and the VM map travel in \
-                 clear; set database.tls = true (with database.ca_file for a private CA)"
-            ),
+            crate::config::database_in_clear(&host),
         ));
     }
     if raw.str("ssh.host_key_policy") == Some("off") {
@@ -362,14 +358,6 @@ fn setting_warnings(raw: &Raw<'_>) -> Vec<Finding> {
         ));
     }
     out
-}
-
-/// `localhost` or a loopback address: a connection that never leaves the host.
-fn is_loopback(host: &str) -> bool {
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// What in `command` needs a shell, if anything: operators, redirections, substitutions, a
@@ -640,6 +628,7 @@ pub async fn connect(config: &Config) -> Vec<Finding> {
             if clusters.len() == 1 { "" } else { "s" }
         ),
     ));
+    out.extend(cluster_rule_warnings(&config.ignore, &clusters));
     let release = match server_release(&api, url).await {
         Ok((finding, release)) => {
             out.push(finding);
@@ -721,6 +710,49 @@ pub async fn connect(config: &Config) -> Vec<Finding> {
                 &format!("ssh ({})", d.step),
                 format!("{who}: {}", d.line),
             ));
+        }
+    }
+    out
+}
+
+/// Warnings about `[[ignore]]` rules whose `cluster` is not one cluster: a name no cluster
+/// has (the rule matches nothing), or a name several clusters share (cluster names are each
+/// tenant's to choose, so the rule also matches clusters it was not written for).
+pub fn cluster_rule_warnings(
+    rules: &[crate::config::IgnoreRule],
+    clusters: &[KubernetesCluster],
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for rule in rules {
+        let Some(want) = rule.cluster.as_deref() else {
+            continue;
+        };
+        if clusters.iter().any(|c| c.id == want) {
+            continue;
+        }
+        let named: Vec<&KubernetesCluster> = clusters.iter().filter(|c| c.name == want).collect();
+        let key = format!("ignore[{}].cluster", rule.number);
+        let want = crate::untrusted::shown(want, 80);
+        match named.len() {
+            0 => out.push(Finding::warning(
+                &key,
+                format!(
+                    "is \"{want}\", which is neither the id nor the name of any of the {} clusters listed: the rule matches nothing",
+                    clusters.len()
+                ),
+            )),
+            1 => {}
+            n => {
+                let ids: Vec<&str> = named.iter().take(5).map(|c| c.id.as_str()).collect();
+                out.push(Finding::warning(
+                    &key,
+                    format!(
+                        "is \"{want}\", the name of {n} clusters ({}{}): a name is each tenant's to choose, so the rule matches them all; give the id of the one meant",
+                        ids.join(", "),
+                        if n > ids.len() { ", …" } else { "" }
+                    ),
+                ));
+            }
         }
     }
     out

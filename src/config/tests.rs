@@ -357,7 +357,13 @@ fn the_database_is_optional_and_its_password_comes_from_a_file_or_the_environmen
         ("db.example.com", 3306, "cksdrift", "cloud")
     );
     assert_eq!(db.password.expose(), "s3cret");
-    assert!(!db.tls);
+    assert!(db.tls, "TLS is on by default for a host other than loopback");
+    for host in ["localhost", "127.0.0.1", "[::1]"] {
+        let local = text.replace("db.example.com", host);
+        assert!(!parse(&local).unwrap().database.unwrap().tls, "{host}");
+    }
+    let off = parse(&format!("{text}tls = false\n")).unwrap().database.unwrap();
+    assert!(!off.tls);
     assert_eq!(db.lock_interval, Duration::from_secs(5));
     assert!(!format!("{db:?}").contains("s3cret"));
     let env = |name: &str| (name == ENV_DB_PASSWORD).then(|| "from-env".to_string());
@@ -490,7 +496,9 @@ fn ignore_rules_are_read_and_every_problem_named() {
             "ignore[1]: matches every finding; give at least one of cluster, kind, vm and node".to_string(),
             "ignore[2].kind: is \"stray\"; the kinds are mapped_vm, unmapped_vm, node_without_vm, vm_not_a_node, map_count, blind, identity_conflict".to_string(),
             "ignore[2].reason: is missing; say why this drift is accepted (it is shown with every finding the rule matches)".to_string(),
+            "ignore[3].cluster: is missing: a rule with a VM name names its cluster (by id, or by name), or it matches that VM name in every tenant's cluster; or give the VM's id instead of its name".to_string(),
             format!("ignore[3].expires: is \"2026-12-31T10:00:00\", which has no time zone; {how}"),
+            "ignore[4].cluster: is missing: a rule with a node names its cluster (by id, or by name), or it matches that node name in every tenant's cluster".to_string(),
             format!("ignore[4].expires: is \"soon\"; {how}"),
         ]
     );

@@ -212,13 +212,7 @@ pub fn risks(urls: &[&str], credentials: bool, insecure: bool) -> Vec<(&'static 
 }
 
 fn is_loopback(url: &reqwest::Url) -> bool {
-    let host = url.host_str().unwrap_or_default();
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+    crate::config::is_loopback(url.host_str().unwrap_or_default())
 }
 
 /// One alert as the v2 API takes it.

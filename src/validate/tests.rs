@@ -332,3 +332,56 @@ fn alertmanager_credentials_in_clear_and_insecure_tls_are_warned_about() {
     let text = "[alertmanager]\nurls = [\"http://localhost:9093\", \"http://[::1]:9093\"]\nbearer_token_file = \"/t\"\n";
     assert!(setting_warnings(&Raw(&text.parse().unwrap())).is_empty());
 }
+
+#[test]
+fn a_rule_cluster_that_names_no_cluster_or_several_is_warned_about() {
+    let cluster = |id: &str, name: &str| -> KubernetesCluster {
+        serde_json::from_value(serde_json::json!({"id": id, "name": name})).unwrap()
+    };
+    let clusters = [
+        cluster("c1", "web"),
+        cluster("c2", "web"),
+        cluster("c3", "db"),
+    ];
+    let rule = |number: usize, name: &str| crate::config::IgnoreRule {
+        number,
+        cluster: Some(name.into()),
+        kind: None,
+        vm: None,
+        node: None,
+        reason: "known".into(),
+        expires: None,
+        by: None,
+    };
+    let rules = [rule(1, "web"), rule(2, "db"), rule(3, "c1"), rule(4, "dB")];
+    assert_eq!(
+        lines(&cluster_rule_warnings(&rules, &clusters)),
+        [
+            "warning: ignore[1].cluster: is \"web\", the name of 2 clusters (c1, c2): a name is each tenant's to choose, so the rule matches them all; give the id of the one meant",
+            "warning: ignore[4].cluster: is \"dB\", which is neither the id nor the name of any of the 3 clusters listed: the rule matches nothing",
+        ]
+    );
+}
+
+#[test]
+fn a_database_elsewhere_in_clear_is_warned_about_only_when_tls_is_turned_off() {
+    let base = "[cloudstack]\nurl = \"https://c.example/client/api\"\napi_key = \"AK\"\nsecret_key = \"SK\"\n[database]\n";
+    let warnings = |extra: &str| {
+        let text = format!("{base}{extra}");
+        lines(&setting_warnings(&Raw(&text.parse().unwrap())))
+    };
+    let remote = "url = \"mysql://cksdrift@db.example.com/cloud\"\n";
+    assert_eq!(warnings(remote), Vec::<String>::new(), "on by default");
+    assert_eq!(
+        warnings(&format!("{remote}tls = false\n")),
+        [format!(
+            "warning: database.tls: {}",
+            crate::config::database_in_clear("db.example.com")
+        )]
+    );
+    assert_eq!(
+        warnings("url = \"mysql://cksdrift@127.0.0.1/cloud\"\ntls = false\n"),
+        Vec::<String>::new(),
+        "loopback never leaves the host"
+    );
+}

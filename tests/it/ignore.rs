@@ -90,7 +90,7 @@ async fn validate_config_names_what_is_wrong_with_a_rule() {
     // A check first, so that the state file holds the last cycle's findings.
     cloud.check_json(&[]).await;
     cloud.extra = format!(
-        "{}\n[[ignore]]\nnode = \"no-such-node\"\nreason = \"typo\"\n\n[[ignore]]\ncluster = \"web\"\nreason = \"old\"\nexpires = 2020-01-01\n",
+        "{}\n[[ignore]]\ncluster = \"{id}\"\nnode = \"no-such-node\"\nreason = \"typo\"\n\n[[ignore]]\ncluster = \"web\"\nreason = \"old\"\nexpires = 2020-01-01\n\n[[ignore]]\ncluster = \"wbe\"\nreason = \"typo\"\n",
         rule(&worker, "")
     );
     let config = cloud.write_config();
@@ -115,5 +115,62 @@ async fn validate_config_names_what_is_wrong_with_a_rule() {
         )),
         "{stdout}"
     );
+    assert!(
+        stdout.contains(
+            "warning: ignore[4].cluster: is \"wbe\", which is neither the id nor the name of any of the 1 clusters listed: the rule matches nothing\n"
+        ),
+        "{stdout}"
+    );
     assert!(!stdout.contains("ignore[1]"), "{stdout}");
+}
+
+#[tokio::test]
+async fn a_cluster_name_two_tenants_share_is_not_a_rule_s_cluster() {
+    let (mut cloud, id) = one_cluster().await;
+    let other = cloud.sim().with_world(|w| {
+        let domain = w.add_domain("tenants");
+        let tenant = w.add_account("tenant", &domain);
+        w.add_cluster("web", tenant, 1, 1, 0)
+    });
+    cloud.extra = "[[ignore]]\ncluster = \"web\"\nkind = \"blind\"\nreason = \"lab\"\n\n[[ignore]]\nnode = \"web-node-1\"\nreason = \"built by hand\"\n".to_string();
+    let config = cloud.write_config();
+    let out = tokio::process::Command::new(binary())
+        .args(["validate-config", "--connect", "-c"])
+        .arg(&config)
+        .env_remove("RUST_LOG")
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // A node name alone would match it in every tenant's cluster: an error, and --connect is
+    // not tried.
+    assert!(
+        stdout.contains(
+            "error: ignore[2].cluster: is missing: a rule with a node names its cluster (by id, or by name), or it matches that node name in every tenant's cluster\n"
+        ),
+        "{stdout}"
+    );
+    cloud.extra = "[[ignore]]\ncluster = \"web\"\nkind = \"blind\"\nreason = \"lab\"\n".to_string();
+    let config = cloud.write_config();
+    let out = tokio::process::Command::new(binary())
+        .args(["validate-config", "--connect", "-c"])
+        .arg(&config)
+        .env_remove("RUST_LOG")
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("warning: ignore[1].cluster: "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        line.starts_with("warning: ignore[1].cluster: is \"web\", the name of 2 clusters (")
+            && line.contains(&id)
+            && line.contains(&other)
+            && line.ends_with(
+                "): a name is each tenant's to choose, so the rule matches them all; give the id of the one meant"
+            ),
+        "{stdout}"
+    );
 }
