@@ -118,7 +118,10 @@ impl Engine {
             && !db.tls
             && !crate::config::is_loopback(&db.host)
         {
-            tracing::warn!("database.tls {}", crate::config::database_in_clear(&db.host));
+            tracing::warn!(
+                "database.tls {}",
+                crate::config::database_in_clear(&db.host)
+            );
         }
         if config.ssh.host_key_policy == crate::config::HostKeyPolicy::Off {
             tracing::warn!("ssh.host_key_policy {}", crate::config::HOST_KEYS_OFF);

@@ -357,12 +357,18 @@ fn the_database_is_optional_and_its_password_comes_from_a_file_or_the_environmen
         ("db.example.com", 3306, "cksdrift", "cloud")
     );
     assert_eq!(db.password.expose(), "s3cret");
-    assert!(db.tls, "TLS is on by default for a host other than loopback");
+    assert!(
+        db.tls,
+        "TLS is on by default for a host other than loopback"
+    );
     for host in ["localhost", "127.0.0.1", "[::1]"] {
         let local = text.replace("db.example.com", host);
         assert!(!parse(&local).unwrap().database.unwrap().tls, "{host}");
     }
-    let off = parse(&format!("{text}tls = false\n")).unwrap().database.unwrap();
+    let off = parse(&format!("{text}tls = false\n"))
+        .unwrap()
+        .database
+        .unwrap();
     assert!(!off.tls);
     assert_eq!(db.lock_interval, Duration::from_secs(5));
     assert!(!format!("{db:?}").contains("s3cret"));
