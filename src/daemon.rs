@@ -71,6 +71,7 @@ pub async fn run(config_path: &Path, shutdown: CancellationToken) -> Result<(), 
         lock
     });
     let roles = lock.as_ref().map(|l| l.watch());
+    let held_elsewhere = lock.as_ref().map(|l| l.held_elsewhere());
     let build = move |config: &Config, store: Option<Store>| {
         let mut engine = Engine::from_config(config, store)?;
         engine.lock = lock.clone();
@@ -94,6 +95,7 @@ pub async fn run(config_path: &Path, shutdown: CancellationToken) -> Result<(), 
         notifier: Arc::new(Systemd),
         watchdog: sd_notify::watchdog_enabled(),
         roles,
+        held_elsewhere,
     };
     service::serve(parts, shutdown).await
 }

@@ -123,6 +123,8 @@ pub struct Metrics {
     check_enabled: AtomicBool,
     /// Holds the database lock (always, without a database).
     active: AtomicBool,
+    /// The lock keeper's flag: another database user's connection holds the lock.
+    held_elsewhere: std::sync::OnceLock<std::sync::Arc<AtomicBool>>,
     notifications_pending: AtomicU64,
     /// `f64` bits; NaN until the first tick ends.
     cycle_duration: AtomicU64,
@@ -156,6 +158,7 @@ impl Metrics {
         Metrics {
             check_enabled: AtomicBool::new(check_enabled),
             active: AtomicBool::new(true),
+            held_elsewhere: std::sync::OnceLock::new(),
             notifications_pending: AtomicU64::new(0),
             cycle_duration: AtomicU64::new(f64::NAN.to_bits()),
             last_success: AtomicU64::new(0f64.to_bits()),
@@ -170,6 +173,11 @@ impl Metrics {
 
     pub fn set_role(&self, role: Role) {
         self.active.store(role == Role::Active, Ordering::Relaxed);
+    }
+
+    /// Shows the lock keeper's `held_elsewhere` flag (see `database::lock::Lock`).
+    pub fn follow_lock_holder(&self, flag: std::sync::Arc<AtomicBool>) {
+        let _ = self.held_elsewhere.set(flag);
     }
 
     /// Counts the API requests of `client` from now on (what an earlier client counted
@@ -256,6 +264,23 @@ impl Metrics {
         for (role, on) in [("active", active), ("standby", !active)] {
             sample(&mut out, "cks_drift_role", &[("role", role)], u64::from(on));
         }
+
+        header(
+            &mut out,
+            "cks_drift_lock_held_elsewhere",
+            "gauge",
+            "1 while this standby has seen the database lock held, for three lock intervals or more, by a connection of another database user: possibly no instance of cks-drift, and then none checks.",
+        );
+        let elsewhere = self
+            .held_elsewhere
+            .get()
+            .is_some_and(|f| f.load(Ordering::Relaxed));
+        sample(
+            &mut out,
+            "cks_drift_lock_held_elsewhere",
+            &[],
+            u64::from(elsewhere),
+        );
 
         header(
             &mut out,

@@ -146,6 +146,23 @@ impl PrivateMariaDb {
             .unwrap_or_else(|e| panic!("SQL failed: {e}\n{sql}"))
     }
 
+    /// Starts the client as root with `sql` and leaves it running (a `SLEEP` in `sql` holds
+    /// its connection, and what it took, that long). Kill the child to end it.
+    pub fn spawn_as_root(&self, sql: &str) -> std::process::Child {
+        Command::new(&self.programs.client)
+            .arg("--no-defaults")
+            .arg(format!("--socket={}", self.socket().display()))
+            .args(["--user=root", &format!("--database={DATABASE}"), "--batch"])
+            .arg("--execute")
+            .arg(sql)
+            .env_remove("MYSQL_PWD")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.programs.client.display()))
+    }
+
     /// Runs statements as [`READER`] over TCP, as cks-drift connects; `Err` carries the
     /// client's stderr (a refused `SELECT`, say).
     pub fn sql_as_reader(&self, sql: &str) -> Result<String, String> {

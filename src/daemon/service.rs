@@ -84,6 +84,8 @@ pub struct Parts<E, B> {
     /// With a database: the role this instance has, as the lock's keeper changes it. Ticks
     /// start only while it is active. `None`: always active.
     pub roles: Option<tokio::sync::watch::Receiver<Term>>,
+    /// With a database: set while another database user's connection holds the lock.
+    pub held_elsewhere: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// Runs the service until `shutdown` is cancelled. Returns once the running cycle finished
@@ -102,6 +104,7 @@ where
         notifier,
         watchdog,
         roles,
+        held_elsewhere,
     } = parts;
     let started = Instant::now();
     // The keeper may have taken the lock already; later changes come through `roles`.
@@ -122,6 +125,9 @@ where
     });
     if let Some(role) = initial_role {
         shared.metrics.set_role(role);
+    }
+    if let Some(flag) = held_elsewhere {
+        shared.metrics.follow_lock_holder(flag);
     }
 
     let server = listener.map(|listener| {

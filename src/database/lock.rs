@@ -8,7 +8,8 @@
 //! lost or doubtful connection makes the holder a standby at once.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use mysql_async::Conn;
 use tokio::sync::{Mutex, watch};
@@ -47,12 +48,29 @@ pub struct Term {
     pub taken: u64,
 }
 
+/// Who holds the lock, as a standby that did not get it sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holder {
+    /// Nobody by the time it looked: the next attempt may take it.
+    Free,
+    /// A connection of this database user: another instance sharing the credentials.
+    SameUser,
+    /// A connection this user cannot see (without `PROCESS`, a user sees only its own
+    /// connections): another database user's, which may be no instance of cks-drift at all.
+    OtherUser,
+}
+
 /// The lock and its connection.
 pub struct Lock {
     db: Database,
     interval: Duration,
     conn: Mutex<Option<Conn>>,
     term: watch::Sender<Term>,
+    /// Who held the lock at this standby's last attempt.
+    holder: std::sync::Mutex<Option<Holder>>,
+    /// The lock has been held by another database user's connection for a while: possibly no
+    /// instance checks (see `keep`).
+    held_elsewhere: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Lock {
@@ -81,12 +99,25 @@ impl Lock {
             interval,
             conn: Mutex::new(None),
             term,
+            holder: std::sync::Mutex::new(None),
+            held_elsewhere: Arc::new(AtomicBool::new(false)),
         })
     }
 
     /// The role and term now.
     pub fn term(&self) -> Term {
         *self.term.borrow()
+    }
+
+    /// Who held the lock at this instance's last attempt that did not get it.
+    pub fn holder(&self) -> Option<Holder> {
+        *self.holder.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Set while the lock has been held by another database user's connection for three lock
+    /// intervals or more (the metric `cks_drift_lock_held_elsewhere`).
+    pub fn held_elsewhere(&self) -> Arc<AtomicBool> {
+        self.held_elsewhere.clone()
     }
 
     /// Follows every change of role.
@@ -102,6 +133,7 @@ impl Lock {
             drop(guard);
             return Ok(self.confirm().await);
         }
+        *self.holder.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let mut conn = self.db.connect().await?;
         // A host that is lost without closing its connection (power, a cut network) would
         // hold the lock until the server's `wait_timeout` (8 hours by default) or TCP
@@ -132,8 +164,34 @@ impl Lock {
             self.set(Role::Active);
             Ok(true)
         } else {
+            let holder = self.holder_on(&mut conn).await;
+            *self.holder.lock().unwrap_or_else(|e| e.into_inner()) = holder;
             let _ = tokio::time::timeout(Duration::from_secs(1), conn.disconnect()).await;
             Ok(false)
+        }
+    }
+
+    /// Who holds the lock: its connection among this user's own (`information_schema.
+    /// PROCESSLIST` shows a user without `PROCESS` only those). `None` when that cannot be
+    /// read.
+    async fn holder_on(&self, conn: &mut Conn) -> Option<Holder> {
+        let rows: Vec<(Option<u64>, i64)> = self
+            .db
+            .query(
+                conn,
+                "the lock holder",
+                &format!(
+                    "SELECT IS_USED_LOCK({LOCK_NAME}), \
+                     (SELECT COUNT(*) FROM information_schema.PROCESSLIST \
+                      WHERE ID = IS_USED_LOCK({LOCK_NAME}))"
+                ),
+            )
+            .await
+            .ok()?;
+        match rows.first()? {
+            (None, _) => Some(Holder::Free),
+            (Some(_), 0) => Some(Holder::OtherUser),
+            (Some(_), _) => Some(Holder::SameUser),
         }
     }
 
@@ -201,11 +259,37 @@ impl Lock {
         });
     }
 
+    /// Follows who holds the lock while this instance stands by: once another database user's
+    /// connection has held it for `idle_timeout` (three lock intervals, at least 10 s), warns
+    /// once and sets `held_elsewhere`; says so again when an instance holds it.
+    fn watch_holder(&self, since: &mut Option<Instant>) {
+        let elsewhere =
+            self.term().role == Role::Standby && self.holder() == Some(Holder::OtherUser);
+        if !elsewhere {
+            *since = None;
+            if self.held_elsewhere.swap(false, Ordering::Relaxed) {
+                info!("the lock is no longer held by another database user");
+            }
+            return;
+        }
+        let since = *since.get_or_insert_with(Instant::now);
+        if since.elapsed() >= idle_timeout(self.interval)
+            && !self.held_elsewhere.swap(true, Ordering::Relaxed)
+        {
+            warn!(
+                database = %self.db.address(),
+                "the lock has been held for {} by a connection of another database user: it may be no instance of cks-drift, and then none checks. Give every instance the same database user, or find the holder with SELECT IS_USED_LOCK(LEFT(CONCAT('cks-drift.', DATABASE()), 64)) and SHOW PROCESSLIST as an administrator",
+                crate::config::human_duration(since.elapsed())
+            );
+        }
+    }
+
     /// Holds or asks for the lock every `lock_interval` until `shutdown`, then releases it.
     /// Logs each change of role once, and a database that cannot be reached once per outage.
     pub async fn keep(self: Arc<Self>, shutdown: CancellationToken) {
         let mut unreachable = false;
         let mut announced_standby = false;
+        let mut elsewhere_since = None;
         loop {
             match self.term().role {
                 Role::Active => {
@@ -243,6 +327,7 @@ impl Lock {
                     }
                 },
             }
+            self.watch_holder(&mut elsewhere_since);
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = tokio::time::sleep(self.interval) => {}

@@ -153,9 +153,10 @@ fn at(secs: f64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs_f64(secs)
 }
 
-const HEADERS: [(&str, &str); 16] = [
+const HEADERS: [(&str, &str); 17] = [
     ("cks_drift_check_enabled", "gauge"),
     ("cks_drift_role", "gauge"),
+    ("cks_drift_lock_held_elsewhere", "gauge"),
     ("cks_drift_map_reads_total", "counter"),
     ("cks_drift_cycles_total", "counter"),
     ("cks_drift_cycle_duration_seconds", "gauge"),
@@ -187,6 +188,7 @@ fn a_fresh_daemon_shows_every_family_with_zeroes() {
             "cks_drift_check_enabled 1",
             "cks_drift_role{role=\"active\"} 1",
             "cks_drift_role{role=\"standby\"} 0",
+            "cks_drift_lock_held_elsewhere 0",
             "cks_drift_map_reads_total{source=\"api\"} 0",
             "cks_drift_map_reads_total{source=\"database\"} 0",
             "cks_drift_map_reads_total{source=\"database_failed\"} 0",
@@ -303,6 +305,7 @@ async fn a_tick_shows_its_figures() {
             "cks_drift_check_enabled 1",
             "cks_drift_role{role=\"active\"} 1",
             "cks_drift_role{role=\"standby\"} 0",
+            "cks_drift_lock_held_elsewhere 0",
             "cks_drift_map_reads_total{source=\"api\"} 1",
             "cks_drift_map_reads_total{source=\"database\"} 0",
             "cks_drift_map_reads_total{source=\"database_failed\"} 0",

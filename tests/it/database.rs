@@ -529,7 +529,7 @@ async fn validate_config_connect_checks_the_login_the_schema_the_grants_and_the_
 async fn a_lock_whose_holder_went_silent_is_free_after_a_few_intervals() {
     use cks_drift::config::{DatabaseSettings, Secret, parse_database_url};
     use cks_drift::database::Database;
-    use cks_drift::database::lock::{Lock, idle_timeout};
+    use cks_drift::database::lock::{Holder, Lock, idle_timeout};
     let db = PrivateMariaDb::start(Schema::Newest);
     let (host, port, user, name) = parse_database_url(&db.url()).unwrap();
     let settings = DatabaseSettings {
@@ -551,6 +551,8 @@ async fn a_lock_whose_holder_went_silent_is_free_after_a_few_intervals() {
     assert!(lost.try_acquire().await.unwrap());
     let other = Lock::new(Database::new(&settings), settings.lock_interval);
     assert!(!other.try_acquire().await.unwrap());
+    // Both connect as one user: the standby sees the holder is one of its own.
+    assert_eq!(other.holder(), Some(Holder::SameUser));
     // The server ends the silent connection after the lock connection's idle timeout (not
     // its own 8 hours), and the lock with it.
     assert_eq!(
@@ -574,4 +576,57 @@ async fn a_lock_whose_holder_went_silent_is_free_after_a_few_intervals() {
         started.elapsed()
     );
     drop(lost);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_held_by_another_database_user_is_made_visible() {
+    let db = PrivateMariaDb::start(Schema::Newest);
+    let (mut cloud, _id) = one_cluster().await;
+    mirror(&cloud, &db);
+    use_database(&mut cloud, &db);
+    // Any account on the database server may take the lock's name.
+    let mut squatter = db.spawn_as_root(
+        "SELECT GET_LOCK(LEFT(CONCAT('cks-drift.', DATABASE()), 64), 0); SELECT SLEEP(600);",
+    );
+    wait_for("the squatter's lock", SOON, &[], || async {
+        db.sql("SELECT IS_USED_LOCK(LEFT(CONCAT('cks-drift.', DATABASE()), 64)) IS NOT NULL")
+            .trim()
+            == "1"
+    })
+    .await;
+    let ms1 = Instance::start(&cloud, "ms1");
+    let metrics = |i: &Instance| {
+        let url = format!("http://127.0.0.1:{}/metrics", i.port);
+        async move {
+            match reqwest::get(url).await {
+                Ok(r) => r.text().await.unwrap_or_default(),
+                Err(_) => String::new(),
+            }
+        }
+    };
+    wait_for("the held_elsewhere gauge", SOON, &[&ms1], || async {
+        metrics(&ms1)
+            .await
+            .contains("\ncks_drift_lock_held_elsewhere 1\n")
+    })
+    .await;
+    assert_eq!(ms1.role().await, Some("standby"));
+    assert!(
+        ms1.log()
+            .contains("by a connection of another database user: it may be no instance of cks-drift, and then none checks"),
+        "{}",
+        ms1.log()
+    );
+    // The squatter goes: the instance takes the lock, and the gauge is 0 again.
+    let _ = squatter.kill();
+    let _ = squatter.wait();
+    wait_for("the lock taken", SOON, &[&ms1], || async {
+        ms1.role().await == Some("active")
+    })
+    .await;
+    assert!(
+        metrics(&ms1)
+            .await
+            .contains("\ncks_drift_lock_held_elsewhere 0\n")
+    );
 }

@@ -325,6 +325,7 @@ impl Harness {
             notifier: Arc::new(Recorder(record.clone())),
             watchdog,
             roles,
+            held_elsewhere: None,
         };
         let service = tokio::spawn(serve(parts, shutdown.clone()));
         Harness {
