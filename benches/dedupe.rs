@@ -25,6 +25,7 @@ fn observed(findings: usize) -> Vec<Observed> {
         mapped: vec![],
         expected_vms: 3,
         owner: None,
+        owner_id: None,
         ignored: Default::default(),
     }]
 }
@@ -43,6 +44,7 @@ fn main() {
         alerts: true,
         annotations: true,
         alert_cap: 5,
+        owner_alert_cap: 1000,
         blind_after: cks_drift::config::DEFAULT_BLIND_AFTER,
         storm: cks_drift::config::StormThreshold::Off,
         alertmanager: false,

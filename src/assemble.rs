@@ -43,6 +43,8 @@ pub struct Assembled {
     pub zone_id: Option<String>,
     /// Who owns it: the project's name, or the account's.
     pub owner: Option<String>,
+    /// The owner, unique in the cloud (`Owner::key`).
+    pub owner_id: Option<String>,
     /// The mapped VM ids (and names) as the API showed them.
     pub mapped: Vec<(String, String)>,
     /// `controlnodes + size + etcdnodes`.
@@ -231,6 +233,7 @@ pub fn assemble(inventory: Inventory) -> impl Iterator<Item = Assembled> {
             name: info.name.clone(),
             zone_id: info.zone_id.clone(),
             owner: c.owner_name.clone(),
+            owner_id: info.owner.as_ref().map(crate::snapshot::Owner::key),
             mapped: c
                 .map
                 .iter()

@@ -115,6 +115,8 @@ pub struct NotifySettings {
     pub alert_types: std::ops::RangeInclusive<u32>,
     /// Alerts per cluster and cycle before the rest are summed up in one.
     pub alert_cap: usize,
+    /// Alerts all the clusters of one owner (account or project) hold at once.
+    pub owner_alert_cap: usize,
     /// Keep an admin-only annotation on the cluster per open mismatch.
     pub annotations: bool,
     /// JSON-lines event log.
@@ -465,6 +467,7 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "alerts",
             "alert_types",
             "alert_cap",
+            "owner_alert_cap",
             "annotations",
             "event_log",
             "storm_clusters",
@@ -1384,6 +1387,7 @@ impl Config {
             alerts: r.bool("notify.alerts", true),
             alert_types,
             alert_cap: r.int("notify.alert_cap", 5, 1, 1000) as usize,
+            owner_alert_cap: r.int("notify.owner_alert_cap", 100, 1, 100_000) as usize,
             annotations: r.bool("notify.annotations", true),
             event_log,
             storm_clusters: match r.value("notify.storm_clusters") {

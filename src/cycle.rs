@@ -67,6 +67,8 @@ pub struct ClusterOutcome {
     pub zone_id: Option<String>,
     /// Who owns it: the project's name, or the account's.
     pub owner: Option<String>,
+    /// The owner, unique in the cloud (`Owner::key`).
+    pub owner_id: Option<String>,
     pub status: ClusterStatus,
     pub skip: Option<SkipKind>,
     /// Why it was skipped or only partly checked.
@@ -146,6 +148,7 @@ fn outcome(a: crate::assemble::Assembled, policy: &Policy, now: Timestamp) -> Cl
         name: a.name,
         zone_id: a.zone_id,
         owner: a.owner,
+        owner_id: a.owner_id,
         status: ClusterStatus::Skipped,
         skip: None,
         reason: None,

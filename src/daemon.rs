@@ -226,6 +226,7 @@ mod tests {
             name: "c".into(),
             zone_id: None,
             owner: None,
+            owner_id: None,
             ignored: Default::default(),
             status: ClusterStatus::Checked,
             skip: None,

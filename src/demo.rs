@@ -391,6 +391,7 @@ fn engine(scenario: &Scenario, dir: &Path, now: Timestamp) -> Result<Engine, Dem
             alerts: true,
             annotations: true,
             alert_cap: 5,
+            owner_alert_cap: 100,
             blind_after: crate::config::DEFAULT_BLIND_AFTER,
             storm: crate::config::DEFAULT_STORM_CLUSTERS,
             alertmanager: false,

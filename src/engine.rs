@@ -147,6 +147,7 @@ impl Engine {
                 alerts: config.notify.alerts,
                 annotations: config.notify.annotations,
                 alert_cap: config.notify.alert_cap,
+                owner_alert_cap: config.notify.owner_alert_cap,
                 blind_after: config.check.blind_after,
                 storm: config.notify.storm_clusters,
                 alertmanager: config.alertmanager.is_some(),
@@ -412,6 +413,7 @@ pub fn observe(
         .iter_mut()
         .map(|c| Observed {
             owner: c.owner.clone(),
+            owner_id: c.owner_id.clone(),
             ignored: c
                 .mismatches
                 .iter()

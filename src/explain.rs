@@ -871,7 +871,8 @@ pub async fn run(config: &Config, wanted: &str, json: bool, out: &mut dyn Write)
     match explain(config, wanted, Timestamp::now()).await {
         Ok(e) => {
             let text = if json {
-                serde_json::to_string_pretty(&e).unwrap_or_default() + "\n"
+                crate::untrusted::json_visible(serde_json::to_string_pretty(&e).unwrap_or_default())
+                    + "\n"
             } else {
                 to_text(&e)
             };

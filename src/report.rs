@@ -115,7 +115,9 @@ pub fn to_json(report: &CycleReport, new: Option<&NewKeys>) -> String {
         clusters,
         mismatches,
     };
-    serde_json::to_string_pretty(&json).expect("the report serializes") + "\n"
+    crate::untrusted::json_visible(
+        serde_json::to_string_pretty(&json).expect("the report serializes"),
+    ) + "\n"
 }
 
 /// The text report for a person. Tenant text (names, reasons) has its control characters

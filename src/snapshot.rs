@@ -83,6 +83,17 @@ pub enum Owner {
     Project { project_id: String },
 }
 
+impl Owner {
+    /// One string per owner, unique in the cloud (an account's name is unique only within
+    /// its domain): what per-owner limits count by.
+    pub fn key(&self) -> String {
+        match self {
+            Owner::Account { domain_id, account } => format!("account:{domain_id}/{account}"),
+            Owner::Project { project_id } => format!("project:{project_id}"),
+        }
+    }
+}
+
 /// The cluster's own record, from `listKubernetesClusters`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClusterInfo {

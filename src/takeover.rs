@@ -90,6 +90,34 @@ fn alert_marker_parts(description: &str) -> Option<(&str, FindingKey)> {
     Some((cluster?, FindingKey::parse(key)?))
 }
 
+/// A summary alert's cluster, key and the findings it names, from its description
+/// (`… found at once (<key>, <key>, …). … [cks-drift <cluster>/summary:<time>]`). The list may
+/// have been cut to fit: what does not read as a key is left out, and a summary whose list
+/// gives none covers its own key, which no finding has, so that it is archived at the next
+/// cycle of its cluster.
+fn summary_marker_parts(description: &str) -> Option<(&str, &str, Vec<String>)> {
+    let (cluster, key) = match marker_parts(description)? {
+        (Some(cluster), key) if key.starts_with("summary:") && cluster != STORM_SCOPE => {
+            (cluster, key)
+        }
+        _ => return None,
+    };
+    let list = description
+        .split_once(" found at once (")
+        .map_or("", |(_, rest)| {
+            rest.split_once(')').map_or(rest, |(l, _)| l)
+        });
+    let mut covers: Vec<String> = list
+        .split(", ")
+        .filter_map(FindingKey::parse)
+        .map(|k| k.to_string())
+        .collect();
+    if covers.is_empty() {
+        covers.push(key.to_string());
+    }
+    Some((cluster, key, covers))
+}
+
 /// The key of a storm alert's marker, `[cks-drift cloud/storm:<time>]`.
 fn storm_marker_key(description: &str) -> Option<&str> {
     match marker_parts(description)? {
@@ -207,6 +235,26 @@ pub async fn recover(
             got.alerts += 1;
             continue;
         }
+        if let Some((cluster, key, covers)) =
+            a.description.as_deref().and_then(summary_marker_parts)
+        {
+            // A summary: archived once none of the findings it names is open. Its marker
+            // holds its key as a digest; a record the state kept is the same alert.
+            if state.alerts.values().any(|r| r.alert_id == a.id) {
+                continue;
+            }
+            state.alerts.insert(
+                record_key(cluster, key),
+                AlertRecord {
+                    alert_id: a.id.clone(),
+                    alert_type: a.r#type.and_then(|t| u32::try_from(t).ok()).unwrap_or(0),
+                    zone_id: a.zoneid.clone(),
+                    covers,
+                },
+            );
+            got.alerts += 1;
+            continue;
+        }
         let Some((cluster, key)) = a.description.as_deref().and_then(alert_marker_parts) else {
             continue;
         };
@@ -282,6 +330,48 @@ mod tests {
         );
         assert_eq!(storm_marker_key("x [cks-drift c1/unmapped_vm:v1]"), None);
         assert_eq!(storm_marker_key("x [cks-drift cloud/summary:2027]"), None);
+        assert_eq!(summary_marker_parts("x [cks-drift cloud/storm:2027]"), None);
+        assert_eq!(
+            summary_marker_parts("x [cks-drift c1/unmapped_vm:v1]"),
+            None
+        );
+    }
+
+    #[test]
+    fn summaries_give_the_findings_they_name() {
+        let m = |node: &str| Mismatch {
+            kind: MismatchKind::NodeWithoutVm,
+            subject: Subject::Node(node.into()),
+        };
+        let (a, b) = (m("fake-1"), m("fake-2"));
+        let text =
+            crate::wording::summary_description("web", "c1", "summary:20270115T080000Z", &[&a, &b]);
+        assert_eq!(
+            summary_marker_parts(&text),
+            Some((
+                "c1",
+                crate::wording::marked_key(&text).unwrap(),
+                vec![
+                    "node_without_vm:fake-1".to_string(),
+                    "node_without_vm:fake-2".to_string()
+                ]
+            ))
+        );
+        // A list cut to fit names what it still can; one that names nothing covers itself.
+        assert_eq!(
+            summary_marker_parts(
+                "… found at once (node_without_vm:fake-1, node_wi… [cks-drift c1/summary:2027]"
+            ),
+            Some((
+                "c1",
+                "summary:2027",
+                vec!["node_without_vm:fake-1".to_string()]
+            ))
+        );
+        assert_eq!(
+            summary_marker_parts("x [cks-drift c1/summary:2027]").map(|(_, _, c)| c),
+            Some(vec!["summary:2027".to_string()])
+        );
     }
 
     #[test]

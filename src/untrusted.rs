@@ -109,6 +109,28 @@ pub fn shown(s: &str, max: usize) -> String {
     out
 }
 
+/// JSON text (from `serde_json`) with every hidden character (see [`is_hidden`]) written as
+/// a `\uNNNN` escape. JSON's own structure is ASCII, so such a character can only be inside
+/// a string, where the escape means the same character to any JSON reader; what changes is
+/// that a person reading the text raw (`grep`, `less`, `jq -c`'s input) sees it.
+pub fn json_visible(json: String) -> String {
+    if !json.chars().any(is_hidden) {
+        return json;
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if is_hidden(c) {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,5 +210,18 @@ mod tests {
         assert_eq!(shown("abcdef", 6), "abcdef");
         assert_eq!(shown("abcdef", 4), "abc…");
         assert_eq!(shown("\x1b\x1b", 5), "\\x1b…");
+    }
+
+    #[test]
+    fn hidden_characters_in_json_strings_are_escaped_and_read_back_the_same() {
+        let text = "a\u{202e}gnp.exe\u{2028}b\u{e0001}c \u{e9}";
+        let json = serde_json::to_string(&serde_json::json!({ "name": text })).unwrap();
+        let visible = json_visible(json);
+        assert_eq!(
+            visible,
+            "{\"name\":\"a\\u202egnp.exe\\u2028b\\udb40\\udc01c \u{e9}\"}"
+        );
+        let back: serde_json::Value = serde_json::from_str(&visible).unwrap();
+        assert_eq!(back["name"], text);
     }
 }

@@ -102,6 +102,7 @@ fn cluster(
         name: id.into(),
         zone_id: None,
         owner: None,
+        owner_id: None,
         ignored: Default::default(),
         status,
         skip: None,

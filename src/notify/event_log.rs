@@ -147,7 +147,8 @@ pub fn append(
         node: node.as_deref(),
         description,
     };
-    let mut text = serde_json::to_string(&line).expect("events serialize");
+    let mut text =
+        crate::untrusted::json_visible(serde_json::to_string(&line).expect("events serialize"));
     if tail.lines.contains(&text) {
         tracing::debug!(id, path = %path.display(), "the event is in the event log already; not written again");
         return Ok(false);

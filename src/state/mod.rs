@@ -88,6 +88,9 @@ pub struct ClusterState {
     /// Who owns it: the project's name, or the account's (an Alertmanager label).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// The owner, unique in the cloud (`Owner::key`): what the per-owner alert cap counts by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_id: Option<String>,
     /// Reported mismatches of the VM side (map against VMs), by key (`FindingKey`'s string
     /// form).
     #[serde(default)]

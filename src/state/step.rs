@@ -52,6 +52,8 @@ pub struct Observed {
     pub listed: bool,
     /// Who owns it: the project's name, or the account's.
     pub owner: Option<String>,
+    /// The owner, unique in the cloud (`Owner::key`): what the per-owner alert cap counts by.
+    pub owner_id: Option<String>,
     /// Findings of `mismatches` an `[[ignore]]` rule matches, by key.
     pub ignored: BTreeMap<String, crate::ignore::Ignored>,
 }
@@ -66,6 +68,8 @@ pub struct StepSettings {
     pub annotations: bool,
     /// New mismatches of one cluster in one cycle that get an alert each; the rest share one.
     pub alert_cap: usize,
+    /// Alerts all the clusters of one owner hold at once, summaries included.
+    pub owner_alert_cap: usize,
     /// How long a cluster's nodes may go unlisted (and at least two cycles) before that is a
     /// finding of its own.
     pub blind_after: std::time::Duration,
@@ -83,6 +87,7 @@ impl StepSettings {
         alerts: true,
         annotations: true,
         alert_cap: 5,
+        owner_alert_cap: 1000,
         blind_after: crate::config::DEFAULT_BLIND_AFTER,
         storm: crate::config::StormThreshold::Off,
         alertmanager: false,
@@ -273,6 +278,7 @@ pub fn step(
         entry.name = c.name.clone();
         entry.zone_id = c.zone_id.clone().or(entry.zone_id);
         entry.owner = c.owner.clone().or(entry.owner);
+        entry.owner_id = c.owner_id.clone().or(entry.owner_id.take());
 
         let blind = blind_finding(&mut entry, c, settings.blind_after, now);
         let sides: &[Side] = match c.coverage {
@@ -549,9 +555,10 @@ fn storm(
             findings: findings.len(),
         });
     }
+    let mut owners = OwnerAlerts::default();
     let Some(mut storm) = q.state.storm.take() else {
         for (id, new) in &told {
-            announce(q, id, new, settings, now);
+            announce(q, &mut owners, id, new, settings, now);
         }
         return change;
     };
@@ -595,7 +602,7 @@ fn storm(
     }
     let released: usize = release.iter().map(|(_, ms)| ms.len()).sum();
     for (id, held) in &release {
-        announce(q, id, held, settings, now);
+        announce(q, &mut owners, id, held, settings, now);
     }
     let rk = record_key(STORM_SCOPE, &storm.key);
     if settings.alerts || q.state.alerts.contains_key(&rk) || q.pending.contains(&(rk, "alert")) {
@@ -634,13 +641,61 @@ fn storm_event(level: Level, key: &str, description: String, now: Timestamp) -> 
     }
 }
 
+/// The alerts each owner's clusters hold (recorded, or queued to be raised), counted once per
+/// step when first needed and kept up to date as alerts are queued.
+#[derive(Default)]
+struct OwnerAlerts {
+    counts: Option<HashMap<String, usize>>,
+}
+
+impl OwnerAlerts {
+    fn counts(&mut self, state: &State) -> &mut HashMap<String, usize> {
+        self.counts.get_or_insert_with(|| {
+            let owner_of = |rk: &str| {
+                let (cluster_id, _) = rk.split_once('/')?;
+                state.clusters.get(cluster_id)?.owner_id.clone()
+            };
+            let queued = state.outbox.iter().filter_map(|o| match &o.notification {
+                Notification::RaiseAlert {
+                    cluster_id, key, ..
+                } => Some(record_key(cluster_id, key)),
+                _ => None,
+            });
+            let held: HashSet<String> = state.alerts.keys().cloned().chain(queued).collect();
+            let mut counts = HashMap::new();
+            for owner in held.iter().filter_map(|rk| owner_of(rk)) {
+                *counts.entry(owner).or_default() += 1;
+            }
+            counts
+        })
+    }
+
+    /// How many more alerts `owner`'s clusters may hold (unlimited for an unknown owner).
+    fn room(&mut self, state: &State, owner: Option<&str>, cap: usize) -> usize {
+        match owner {
+            None => usize::MAX,
+            Some(o) => cap.saturating_sub(self.counts(state).get(o).copied().unwrap_or(0)),
+        }
+    }
+
+    fn add(&mut self, state: &State, owner: Option<&str>, n: usize) {
+        if let Some(o) = owner {
+            *self.counts(state).entry(o.to_string()).or_default() += n;
+        }
+    }
+}
+
 /// Queues the annotation and the alert of each finding told for the first time: a cluster
 /// holds at most `alert_cap` alerts of its own findings at once, and one summary for the
 /// rest, so that a tenant who makes findings every cycle (fake nodes) cannot take the alert
 /// types every other cluster needs; and at most `alert_cap` annotations, each of which is
-/// a CloudStack event too (the summary alert names the rest).
+/// a CloudStack event too (the summary alert names the rest). All the clusters of one owner
+/// hold at most `owner_alert_cap` alerts, summaries included, so that a tenant with many
+/// clusters cannot take them either; past it, findings are in the event log and the report
+/// only.
 fn announce(
     q: &mut Queue<'_>,
+    owners: &mut OwnerAlerts,
     cluster_id: &str,
     new: &[Mismatch],
     settings: &StepSettings,
@@ -650,6 +705,7 @@ fn announce(
         return;
     };
     let (name, zone_id) = (entry.name.clone(), entry.zone_id.clone());
+    let owner = entry.owner_id.clone();
     let new_keys: HashSet<String> = new.iter().map(|m| side_key(&m.key())).collect();
     // The cluster's findings told before, that hold an alert (or an annotation) now.
     let holding = |channel: &'static str| {
@@ -682,7 +738,23 @@ fn announce(
     if !settings.alerts || new.is_empty() {
         return;
     }
-    let cap = settings.alert_cap.max(1).saturating_sub(alerted);
+    let owner_room = owners.room(q.state, owner.as_deref(), settings.owner_alert_cap);
+    let mut cap = settings
+        .alert_cap
+        .max(1)
+        .saturating_sub(alerted)
+        .min(owner_room);
+    let summary = new.len() > cap && !has_open_summary(q.state, cluster_id);
+    if summary && cap == owner_room {
+        // The owner's last type goes to the summary, which names every finding left.
+        cap = cap.saturating_sub(1);
+    }
+    let summary = summary && owner_room > 0;
+    owners.add(
+        q.state,
+        owner.as_deref(),
+        cap.min(new.len()) + usize::from(summary),
+    );
     for m in new.iter().take(cap) {
         q.push(Notification::RaiseAlert {
             cluster_id: cluster_id.to_string(),
@@ -692,7 +764,7 @@ fn announce(
             covers: vec![],
         });
     }
-    if new.len() > cap && !has_open_summary(q.state, cluster_id) {
+    if summary {
         let rest: Vec<&Mismatch> = new[cap..].iter().collect();
         let key = format!("summary:{}", now.to_compact());
         q.push(Notification::RaiseAlert {

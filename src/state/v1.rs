@@ -102,6 +102,7 @@ impl StateV1 {
                             name: c.name,
                             zone_id: c.zone_id,
                             owner: None,
+                            owner_id: None,
                             vms: side(c.vms),
                             nodes: side(c.nodes),
                             map: c.map,
@@ -212,12 +213,14 @@ mod tests {
             mapped: vec![],
             expected_vms: 4,
             owner: None,
+            owner_id: None,
             ignored: Default::default(),
         }];
         let settings = StepSettings {
             alerts: true,
             annotations: true,
             alert_cap: 3,
+            owner_alert_cap: 1000,
             blind_after: crate::config::DEFAULT_BLIND_AFTER,
             storm: crate::config::StormThreshold::Off,
             alertmanager: false,

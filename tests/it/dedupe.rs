@@ -438,9 +438,11 @@ async fn alert_cap_sums_up_the_rest() {
     let mut world = world_now();
     let owner = world.admin();
     let id = world.add_cluster("web", owner, 1, 1, 0);
+    let mut strays = Vec::new();
     for _ in 0..7 {
         let vm = world.add_node_vm(&id, NodeRole::Worker, false);
         world.vm_mut(&vm).created = SimTime::now().minus(Duration::from_secs(3600));
+        strays.push(vm);
     }
     let mut cloud = TestCloud::start(world).await;
     cloud.control_node(&id).await;
@@ -461,6 +463,22 @@ async fn alert_cap_sums_up_the_rest() {
     assert_eq!(annotations(&cloud).len(), 5);
     assert_eq!(events(&cloud).len(), 7);
     // The nodes of the strays are not Kubernetes nodes here; no node finding is expected.
+
+    // The state is lost, then the strays are mapped: the summary, read back from CloudStack
+    // with the findings it names, is archived with them.
+    std::fs::remove_file(cloud.state_path()).unwrap();
+    cloud.sim().with_world(|w| {
+        for vm in &strays {
+            w.add_map_row(&id, vm);
+        }
+    });
+    let (run, _) = cloud.check_json(&[]).await;
+    assert_eq!(
+        cloud.active_alerts(),
+        Vec::<SimAlert>::new(),
+        "{}",
+        run.stderr
+    );
 }
 
 #[tokio::test]
@@ -567,6 +585,7 @@ async fn a_failed_probe_skips_the_cluster_and_keeps_its_state() {
         alerts: true,
         annotations: true,
         alert_cap: 5,
+        owner_alert_cap: 1000,
         blind_after: cks_drift::config::DEFAULT_BLIND_AFTER,
         storm: cks_drift::config::StormThreshold::Off,
         alertmanager: false,

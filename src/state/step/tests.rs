@@ -37,6 +37,7 @@ fn cluster(coverage: Coverage, mismatches: Vec<Mismatch>) -> Observed {
         blind_reason: None,
         listed: coverage != Coverage::None,
         owner: None,
+        owner_id: None,
         ignored: Default::default(),
         id: "c1".into(),
         name: "web".into(),
@@ -397,6 +398,7 @@ fn channels_off_queue_only_events() {
         alerts: false,
         annotations: false,
         alert_cap: 5,
+        owner_alert_cap: 1000,
         blind_after: crate::config::DEFAULT_BLIND_AFTER,
         storm: crate::config::StormThreshold::Off,
         alertmanager: false,
@@ -473,6 +475,7 @@ fn a_cluster_holds_at_most_alert_cap_alerts_and_one_summary() {
         alerts: true,
         annotations: false,
         alert_cap: 2,
+        owner_alert_cap: 1000,
         blind_after: crate::config::DEFAULT_BLIND_AFTER,
         storm: crate::config::StormThreshold::Off,
         alertmanager: false,
@@ -517,6 +520,66 @@ fn a_cluster_holds_at_most_alert_cap_alerts_and_one_summary() {
         "{sent:?}"
     );
     assert_eq!(sent.iter().filter(|l| l.starts_with("alert ")).count(), 2);
+}
+
+#[test]
+fn the_clusters_of_one_owner_hold_at_most_owner_alert_cap_alerts() {
+    let mut s = State::default();
+    let settings = StepSettings {
+        annotations: false,
+        alert_cap: 2,
+        owner_alert_cap: 5,
+        ..ON
+    };
+    let owned = |i: usize, owner: &str, findings: usize| Observed {
+        owner_id: Some(owner.to_string()),
+        ..nth(
+            i,
+            (0..findings)
+                .map(|n| m(NodeWithoutVm, &format!("fake-{n}")))
+                .collect(),
+        )
+    };
+    // The tenant's four clusters, three findings each: two alerts and a summary would be
+    // twelve; the owner's five go to the first clusters (the last summary names the rest).
+    // Another owner's cluster is not held back by them.
+    let mut observed: Vec<Observed> = (0..4).map(|i| owned(i, "account:d1/tenant", 3)).collect();
+    observed.push(owned(9, "account:d2/other", 1));
+    step(&mut s, &observed, &settings, at(0));
+    let sent = drain_recorded(&mut s);
+    assert_eq!(
+        sent,
+        [
+            "alert node_without_vm:fake-0",
+            "alert node_without_vm:fake-1",
+            "summary alert node_without_vm:fake-2",
+            "alert node_without_vm:fake-0",
+            "summary alert node_without_vm:fake-1,node_without_vm:fake-2",
+            "alert node_without_vm:fake-0",
+        ],
+        "{sent:?}"
+    );
+    let alerted = |s: &State, cluster: &str| {
+        s.alerts
+            .keys()
+            .filter(|k| k.starts_with(&format!("{cluster}/")))
+            .count()
+    };
+    assert_eq!(
+        (
+            alerted(&s, "c00"),
+            alerted(&s, "c01"),
+            alerted(&s, "c02"),
+            alerted(&s, "c03"),
+            alerted(&s, "c09")
+        ),
+        (3, 2, 0, 0, 1)
+    );
+    // Every finding is still open and in the event log.
+    assert_eq!(
+        s.clusters.values().map(|c| c.nodes.len()).sum::<usize>(),
+        13
+    );
 }
 
 /// Like `drain`, for alerts only, recording each raised alert as delivery would.
