@@ -739,10 +739,17 @@ async fn measure(mode: &str, concurrency: usize, url: &str, nodes: &str) -> Valu
             );
             out["map_source"] = json!(match &report.map_source {
                 MapSource::Api => "api".to_string(),
-                MapSource::Database { rows, clusters, .. } =>
-                    format!("database ({rows} rows, {clusters} clusters)"),
+                MapSource::Database {
+                    clusters, vms_read, ..
+                } => format!(
+                    "database ({clusters} clusters{})",
+                    if *vms_read { ", VMs too" } else { "" }
+                ),
                 MapSource::DatabaseFailed { error } => format!("database failed: {error}"),
             });
+            if let MapSource::Database { rows, .. } = &report.map_source {
+                out["db_rows"] = json!(rows);
+            }
         }
         "script" => {
             let (listed, answered) = cron_script(&api, lister.as_ref()).await;
@@ -1116,23 +1123,24 @@ fn with_and_without_database(sizes: &[usize], concurrency: usize) {
         API_LATENCY.as_millis()
     );
     println!(
-        "{:>8} {:>9} {:>7} {:>5} {:>8} {:>7}  map rows read from",
-        "clusters", "database", "wall s", "calls", "DB query", "RSS MiB"
+        "{:>8} {:>9} {:>7} {:>5} {:>8} {:>8} {:>8} {:>7}  map rows read from",
+        "clusters", "database", "wall s", "calls", "VM pages", "DB query", "DB rows", "RSS MiB"
     );
     for &n in sizes {
         for mode in ["cycle", "cycle-db"] {
             let m = run_child(mode, n, Ssh::Answers, concurrency);
             assert_eq!(u(&m, "checked") as usize, n, "every cluster checked: {m}");
             assert_eq!(u(&m, "mismatches"), 0, "a consistent world: {m}");
+            let or_dash = |v: &Value| v.as_u64().map_or("-".to_string(), |q| q.to_string());
             println!(
-                "{:>8} {:>9} {:>7.2} {:>5} {:>8} {:>7.1}  {}",
+                "{:>8} {:>9} {:>7.2} {:>5} {:>8} {:>8} {:>8} {:>7.1}  {}",
                 n,
                 if mode == "cycle" { "no" } else { "yes" },
                 f(&m, "wall_s"),
                 calls_text(&m).0,
-                m["db_selects"]
-                    .as_u64()
-                    .map_or("-".to_string(), |q| q.to_string()),
+                m["calls"]["listVirtualMachines"].as_u64().unwrap_or(0),
+                or_dash(&m["db_selects"]),
+                or_dash(&m["db_rows"]),
                 mib(u(&m, "hwm_kib")),
                 m["map_source"].as_str().unwrap_or("?"),
             );
@@ -1140,7 +1148,9 @@ fn with_and_without_database(sizes: &[usize], concurrency: usize) {
     }
     println!(
         "DB query: SELECTs the database server counted (Com_select) during the cycle: the \
-         driver's read of the session's settings at login, the schema check and the map query."
+         driver's read of the session's settings at login, the schema check, the map query, \
+         the clusters' owners and their VMs named like nodes. DB rows: rows the cycle read \
+         (map, owners, VMs). VM pages: listVirtualMachines calls."
     );
 }
 

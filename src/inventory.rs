@@ -93,7 +93,11 @@ pub enum MapSource {
     /// From the database, for `clusters` clusters (the others changed between the reads and
     /// were probed through the API).
     Database {
+        /// Rows read and queries sent (the schema's check aside).
         rows: usize,
+        queries: usize,
+        /// Whether the VMs came from it too (not from `listVirtualMachines`).
+        vms_read: bool,
         clusters: usize,
         schema: &'static str,
     },
@@ -171,22 +175,16 @@ pub async fn fetch(
         .map(String::as_str)
         .collect();
     let owners = Owners::default();
-    let keep = |vm: VirtualMachine| {
-        (!crate::naming::split(&vm.name).is_empty() || known.contains(vm.id.as_str()))
-            .then(|| VmRow::listed(vm, &owners))
-    };
+    // With a database, the VMs come from it (`database::vms`), not from the heaviest listing
+    // of the API; `explain` still lists them, to show another owner's VMs named like the
+    // cluster's nodes.
+    let vms_from_database = database.is_some() && settings.only.is_none();
     let vm_listing = async {
-        api.list_map::<VirtualMachine, _, _>(
-            "listVirtualMachines",
-            "virtualmachine",
-            &[("listall", "true"), ("projectid", "-1"), ("details", "min")],
-            keep,
-        )
-        .await
-        .map_err(|source| CycleError::List {
-            what: "virtual machines",
-            source,
-        })
+        if vms_from_database {
+            Ok(None)
+        } else {
+            list_vms(api, &known, &owners).await.map(Some)
+        }
     };
     // The clusters and the networks are all the node listings need: these start as soon as
     // both are read, while the VMs, the largest listing, are still being read.
@@ -247,32 +245,52 @@ pub async fn fetch(
         let nodes = list_nodes(&clusters, &direct, &order, lister, settings).await;
         Ok((clusters, checkable, nodes))
     };
-    // The database's map is read between the two cluster reads, like the VMs: a map that
-    // changes meanwhile shows in the second read.
-    let db_map = async {
+    // The database's map (and VMs) are read between the two cluster reads, like the API's
+    // VMs: a map that changes meanwhile shows in the second read.
+    let db_read = async {
         match database {
             None => Ok(None),
-            Some(db) => Ok(Some(db.read_map().await)),
+            Some(db) => Ok(Some(
+                db.read_cycle(vms_from_database.then_some(&known)).await,
+            )),
         }
     };
     // Whichever fails first ends the cycle at once; the others are dropped, which aborts the
     // node listings still running.
-    let (vms, (clusters, checkable, nodes), db_map) =
-        tokio::try_join!(vm_listing, clusters_and_nodes, db_map)?;
-    let (db_map, mut map_source) = match db_map {
-        None => (None, MapSource::Api),
-        Some(Ok(map)) => {
-            let schema = map.schema.as_ref().map_or("", |s| s.release);
+    let (listed_vms, (clusters, checkable, nodes), db_read) =
+        tokio::try_join!(vm_listing, clusters_and_nodes, db_read)?;
+    let (vms, db_map, mut map_source) = match db_read {
+        None => (listed_vms.unwrap_or_default(), None, MapSource::Api),
+        Some(Ok(read)) => {
+            let schema = read.map.schema.as_ref().map_or("", |s| s.release);
+            let (queries, rows) = read.queries_and_rows();
             let source = MapSource::Database {
-                rows: map.rows,
+                rows,
+                queries,
+                vms_read: read.vms.is_some(),
                 clusters: 0,
                 schema,
             };
-            (Some(map), source)
+            let vms = match (listed_vms, read.vms) {
+                (Some(listed), _) => listed,
+                (None, Some(db_vms)) => vms_of_database(db_vms, &clusters, &owners),
+                (None, None) => list_vms(api, &known, &owners).await?,
+            };
+            (vms, Some(read.map), source)
         }
         Some(Err(e)) => {
-            warn!(error = %e, "cannot read the VM map from the database; this cycle reads it through the API alone");
+            let vms = match listed_vms {
+                Some(listed) => {
+                    warn!(error = %e, "cannot read the VM map from the database; this cycle reads it through the API alone");
+                    listed
+                }
+                None => {
+                    warn!(error = %e, "cannot read the VM map and the VMs from the database; this cycle reads them through the API alone");
+                    list_vms(api, &known, &owners).await?
+                }
+            };
             (
+                vms,
                 None,
                 MapSource::DatabaseFailed {
                     error: e.to_string(),
@@ -360,6 +378,56 @@ pub async fn fetch(
     })
 }
 
+/// The VMs named like a CKS node, and those in `known`, from the API's VM listing; the rest
+/// (most VMs of a cloud) is dropped while the pages are read.
+async fn list_vms(
+    api: &Client,
+    known: &HashSet<&str>,
+    owners: &Owners,
+) -> Result<Vec<VmRow>, CycleError> {
+    let keep = |vm: VirtualMachine| {
+        (!crate::naming::split(&vm.name).is_empty() || known.contains(vm.id.as_str()))
+            .then(|| VmRow::listed(vm, owners))
+    };
+    api.list_map::<VirtualMachine, _, _>(
+        "listVirtualMachines",
+        "virtualmachine",
+        &[("listall", "true"), ("projectid", "-1"), ("details", "min")],
+        keep,
+    )
+    .await
+    .map_err(|source| CycleError::List {
+        what: "virtual machines",
+        source,
+    })
+}
+
+/// The database's VMs as the VM listing would have given them: each account id becomes the
+/// owner of the cluster that account owns (a VM of an account that owns no cluster the API
+/// listed has no owner, and is nobody's node).
+fn vms_of_database(
+    db: crate::database::vms::DbVms,
+    clusters: &[ClusterRecord],
+    owners: &Owners,
+) -> Vec<VmRow> {
+    let by_uuid: HashMap<&str, &crate::snapshot::Owner> = clusters
+        .iter()
+        .filter_map(|c| Some((c.info.id.as_str(), c.info.owner.as_ref()?)))
+        .collect();
+    let mut by_account: HashMap<u64, Arc<crate::snapshot::Owner>> = HashMap::new();
+    for (uuid, account) in &db.owners {
+        if let Some(owner) = by_uuid.get(uuid.as_str()) {
+            by_account
+                .entry(*account)
+                .or_insert_with(|| owners.shared((*owner).clone()));
+        }
+    }
+    db.vms
+        .iter()
+        .map(|vm| VmRow::from_database(vm, by_account.get(&vm.account_id).cloned()))
+        .collect()
+}
+
 /// The map rows of `c` the API hides, from the database, unless its map changed between the
 /// reads (then `None`: the API's probe decides).
 fn from_database(map: &DbMap, c: &ClusterRecord) -> Option<Vec<VanishedVm>> {
@@ -368,7 +436,8 @@ fn from_database(map: &DbMap, c: &ClusterRecord) -> Option<Vec<VanishedVm>> {
     let rows = map.clusters.get(&c.info.id).map_or(&[][..], Vec::as_slice);
     let hidden = hidden_rows(rows, &shown);
     if hidden.is_none() {
-        debug!(cluster = %c.info.name, "the database's VM map differs from the API's; probing through the API");
+        // The second read of the clusters saw the same map: not an operation under way.
+        warn!(cluster = %c.info.name, cluster_id = %c.info.id, "the database's VM map differs from the API's (their live VMs are not the same); this cluster's hidden map rows are probed through the API this cycle");
     }
     hidden
 }

@@ -41,13 +41,23 @@ pub struct DbMap {
     pub schema: Option<Schema>,
 }
 
-/// The map query: columns every release since 4.16 has (4.14 too).
-const MAP_SQL: &str = "SELECT c.uuid, m.vm_id, v.uuid, v.name, v.state, v.removed IS NOT NULL \
-     FROM kubernetes_cluster c \
-     JOIN kubernetes_cluster_vm_map m ON m.cluster_id = c.id \
-     LEFT JOIN vm_instance v ON v.id = m.vm_id \
-     WHERE c.removed IS NULL \
-     ORDER BY m.cluster_id, m.id";
+/// At most this many map rows in a cycle: beyond, the cycle reads the map through the API.
+pub const MAX_MAP_ROWS: usize = 500_000;
+
+/// The map query: columns every release since 4.16 has (4.14 too). `LIMIT`'s one extra row
+/// tells a cut from a full read.
+fn map_sql() -> String {
+    format!(
+        "SELECT c.uuid, m.vm_id, v.uuid, v.name, v.state, v.removed IS NOT NULL \
+         FROM kubernetes_cluster c \
+         JOIN kubernetes_cluster_vm_map m ON m.cluster_id = c.id \
+         LEFT JOIN vm_instance v ON v.id = m.vm_id \
+         WHERE c.removed IS NULL \
+         ORDER BY m.cluster_id, m.id \
+         LIMIT {}",
+        MAX_MAP_ROWS + 1
+    )
+}
 
 type MapRow = (
     Option<String>,
@@ -60,7 +70,13 @@ type MapRow = (
 
 /// Reads every cluster's map rows.
 pub async fn read(db: &Database, conn: &mut Conn, schema: &Schema) -> Result<DbMap, DbError> {
-    let rows: Vec<MapRow> = db.query(conn, "the VM map query", MAP_SQL).await?;
+    let rows: Vec<MapRow> = db.query(conn, "the VM map query", &map_sql()).await?;
+    if rows.len() > MAX_MAP_ROWS {
+        return Err(DbError::TooManyRows {
+            what: "the VM map query",
+            max: MAX_MAP_ROWS,
+        });
+    }
     let mut map = DbMap {
         rows: rows.len(),
         schema: Some(schema.clone()),

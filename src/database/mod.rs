@@ -8,7 +8,9 @@
 pub mod lock;
 pub mod map;
 pub mod schema;
+pub mod vms;
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
@@ -32,6 +34,24 @@ pub enum DbError {
     Query { what: &'static str, reason: String },
     #[error("{0}")]
     Schema(String),
+    #[error("{what} gave more than {max} rows; this cycle reads them through the API")]
+    TooManyRows { what: &'static str, max: usize },
+}
+
+/// What a cycle read from the database.
+#[derive(Debug)]
+pub struct DbCycle {
+    pub map: map::DbMap,
+    /// The VMs, when asked for.
+    pub vms: Option<vms::DbVms>,
+}
+
+impl DbCycle {
+    /// Queries sent after the schema's, and rows read.
+    pub fn queries_and_rows(&self) -> (usize, usize) {
+        let (q, r) = self.vms.as_ref().map_or((0, 0), |v| (v.queries, v.rows));
+        (1 + q, self.map.rows + r)
+    }
 }
 
 /// How to reach the database: the settings turned into the driver's options.
@@ -125,10 +145,30 @@ impl Database {
 
     /// Every cluster's map rows: the schema is checked first, then one query reads them all.
     pub async fn read_map(&self) -> Result<map::DbMap, DbError> {
+        self.read_cycle(None).await.map(|read| read.map)
+    }
+
+    /// What a cycle reads: every cluster's map rows, and with `known` (the VMs mapped in an
+    /// earlier cycle) the VMs it needs, in place of the API's VM listing (`vms`). One
+    /// connection, closed at the end.
+    pub async fn read_cycle(&self, known: Option<&HashSet<&str>>) -> Result<DbCycle, DbError> {
         let mut conn = self.connect().await?;
         let result = async {
             let schema = schema::probe(self, &mut conn).await?;
-            map::read(self, &mut conn, &schema).await
+            let map = map::read(self, &mut conn, &schema).await?;
+            let vms = match known {
+                None => None,
+                Some(known) => {
+                    let mapped: HashSet<&str> = map
+                        .clusters
+                        .values()
+                        .flatten()
+                        .filter_map(|r| r.vm.as_ref()?.uuid.as_deref())
+                        .collect();
+                    Some(vms::read(self, &mut conn, known, &mapped).await?)
+                }
+            };
+            Ok(DbCycle { map, vms })
         }
         .await;
         // Closing politely is best effort; dropping the connection closes it anyway.

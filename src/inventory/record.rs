@@ -155,6 +155,23 @@ impl VmRow {
         self.last_updated.get()
     }
 
+    /// A VM read from the database in place of the VM listing (`database::vms`), with the
+    /// owner its account id stands for.
+    pub fn from_database(
+        vm: &crate::database::vms::DbListedVm,
+        owner: Option<Arc<Owner>>,
+    ) -> VmRow {
+        VmRow {
+            id: VmId::new(&vm.uuid),
+            name: vm.name.clone().into_boxed_str(),
+            state: RowState::new(&vm.state),
+            created: RowTime::new(vm.created.as_deref()),
+            last_updated: RowTime::new(vm.updated.as_deref()),
+            etcd: false,
+            owner,
+        }
+    }
+
     /// A row of the VM listing, with its owner taken from `owners`.
     pub fn listed(vm: VirtualMachine, owners: &Owners) -> VmRow {
         let owner = owner_of_vm(&vm).map(|o| owners.shared(o));

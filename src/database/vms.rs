@@ -1,0 +1,179 @@
+//! The VMs a cycle needs, from `vm_instance` instead of `listVirtualMachines`: on a real
+//! management server each page of that listing is a query of `user_vm_view` and its
+//! rendering, the heaviest list call CloudStack has, every cycle and for every VM of the cloud.
+//! Here the database hands over only the rows a cycle looks at:
+//!
+//! - the VMs of the accounts (and projects) that own a cluster, not removed, whose name has the
+//!   shape of a CKS node (`…-<11 characters>`): through `i_vm_instance__account_id`, so the
+//!   other tenants' VMs are never read;
+//! - the VMs mapped to a cluster in an earlier cycle and in no map now, by uuid (the unique
+//!   key `uc_vm_instance_uuid`): usually none.
+//!
+//! An owner is an account id here; the cycle turns it into the API's owner through the
+//! cluster it owns (`kubernetes_cluster.account_id`, a project's own account for a project's
+//! cluster, as `vm_instance.account_id` is for its VMs).
+
+use std::collections::{HashMap, HashSet};
+
+use mysql_async::Conn;
+
+use super::{Database, DbError};
+
+/// At most this many rows of VMs in a cycle: beyond, the cycle reads them through the API
+/// (a cloud has fewer CKS nodes than this by far; more is a database to look at).
+pub const MAX_VM_ROWS: usize = 500_000;
+
+/// Uuids asked for in one query.
+const UUIDS_PER_QUERY: usize = 500;
+
+/// One `vm_instance` row, as `listVirtualMachines` would have shown it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DbListedVm {
+    pub uuid: String,
+    pub name: String,
+    pub state: String,
+    /// `created` and `update_time` (the API's `lastupdated`), as the API writes times.
+    pub created: Option<String>,
+    pub updated: Option<String>,
+    /// `vm_instance.account_id`: the owner, by the account's id.
+    pub account_id: u64,
+}
+
+/// What the cycle reads of VMs from the database.
+#[derive(Debug, Default)]
+pub struct DbVms {
+    pub vms: Vec<DbListedVm>,
+    /// Each cluster not removed, by uuid: its owner's account id.
+    pub owners: HashMap<String, u64>,
+    /// Queries sent and rows read, for the logs and the benchmark.
+    pub queries: usize,
+    pub rows: usize,
+}
+
+/// Times as the API writes them (CloudStack keeps them in UTC).
+const COLUMNS: &str = "v.uuid, v.name, v.state, \
+     DATE_FORMAT(v.created, '%Y-%m-%dT%H:%i:%s+0000'), \
+     DATE_FORMAT(v.update_time, '%Y-%m-%dT%H:%i:%s+0000'), v.account_id";
+
+/// The owner of every cluster not removed.
+const OWNERS_SQL: &str = "SELECT uuid, account_id FROM kubernetes_cluster WHERE removed IS NULL";
+
+/// The clusters' owners' VMs named like a node (`naming::split` wants an 11-digit hex
+/// suffix after the last `-`; `_` matches one character). Without `LIMIT`'s one extra row a
+/// cut could not be told from a full read.
+fn named_sql() -> String {
+    format!(
+        "SELECT {COLUMNS} FROM vm_instance v \
+         WHERE v.removed IS NULL AND v.type = 'User' AND v.name LIKE '%-___________' \
+         AND v.account_id IN \
+         (SELECT k.account_id FROM kubernetes_cluster k WHERE k.removed IS NULL) \
+         LIMIT {}",
+        MAX_VM_ROWS + 1
+    )
+}
+
+/// The VMs among `uuids` that are not removed.
+fn by_uuid_sql(uuids: &[&str]) -> String {
+    let list: Vec<String> = uuids.iter().map(|u| format!("'{u}'")).collect();
+    format!(
+        "SELECT {COLUMNS} FROM vm_instance v \
+         WHERE v.removed IS NULL AND v.type = 'User' AND v.uuid IN ({})",
+        list.join(",")
+    )
+}
+
+type Row = (
+    Option<String>,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    u64,
+);
+
+fn listed((uuid, name, state, created, updated, account_id): Row) -> Option<DbListedVm> {
+    Some(DbListedVm {
+        uuid: uuid?,
+        name,
+        state,
+        created,
+        updated,
+        account_id,
+    })
+}
+
+/// Reads the clusters' owners and the VMs a cycle needs. `known` are the VMs mapped in an
+/// earlier cycle, `mapped` those in a map now (read with the map): only the known ones in no
+/// map are asked for by uuid. A uuid not written as CloudStack writes them (a hand-edited
+/// state) is not asked for: the API's probe decides about it.
+pub async fn read(
+    db: &Database,
+    conn: &mut Conn,
+    known: &HashSet<&str>,
+    mapped: &HashSet<&str>,
+) -> Result<DbVms, DbError> {
+    let owners: Vec<(Option<String>, u64)> = db
+        .query(conn, "the clusters' owners query", OWNERS_SQL)
+        .await?;
+    let mut out = DbVms {
+        queries: 1,
+        rows: owners.len(),
+        owners: owners
+            .into_iter()
+            .filter_map(|(uuid, account)| Some((uuid?, account)))
+            .collect(),
+        ..DbVms::default()
+    };
+    let named: Vec<Row> = db.query(conn, "the node VMs query", &named_sql()).await?;
+    out.queries += 1;
+    out.rows += named.len();
+    if named.len() > MAX_VM_ROWS {
+        return Err(DbError::TooManyRows {
+            what: "the node VMs query",
+            max: MAX_VM_ROWS,
+        });
+    }
+    out.vms = named.into_iter().filter_map(listed).collect();
+    let listed_now: HashSet<&str> = out.vms.iter().map(|vm| vm.uuid.as_str()).collect();
+    let mut asked: Vec<&str> = known
+        .iter()
+        .copied()
+        .filter(|id| !mapped.contains(id) && !listed_now.contains(id) && crate::config::is_uuid(id))
+        .collect();
+    asked.sort_unstable();
+    let mut more = Vec::new();
+    for chunk in asked.chunks(UUIDS_PER_QUERY) {
+        let rows: Vec<Row> = db
+            .query(conn, "the earlier mapped VMs query", &by_uuid_sql(chunk))
+            .await?;
+        out.queries += 1;
+        out.rows += rows.len();
+        more.extend(rows.into_iter().filter_map(listed));
+    }
+    out.vms.extend(more);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_name_pattern_is_a_superset_of_every_node_name() {
+        // `_` is one character: exactly 11 after the last `-`, as `naming::split` wants.
+        let sql = named_sql();
+        assert!(sql.contains("LIKE '%-___________'"), "{sql}");
+        assert_eq!("___________".len(), 11);
+        assert!(sql.ends_with(&format!("LIMIT {}", MAX_VM_ROWS + 1)));
+    }
+
+    #[test]
+    fn uuids_are_quoted_one_by_one() {
+        assert_eq!(
+            by_uuid_sql(&["a", "b"]),
+            format!(
+                "SELECT {COLUMNS} FROM vm_instance v WHERE v.removed IS NULL AND v.type = 'User' AND v.uuid IN ('a','b')"
+            )
+        );
+    }
+}
