@@ -251,7 +251,10 @@ pub async fn fetch(
         match database {
             None => Ok(None),
             Some(db) => Ok(Some(
-                db.read_cycle(vms_from_database.then_some(&known)).await,
+                db.read_cycle(vms_from_database.then_some(&known), |vm| {
+                    (vm.account_id, VmRow::from_database(&vm, None))
+                })
+                .await,
             )),
         }
     };
@@ -406,7 +409,7 @@ async fn list_vms(
 /// owner of the cluster that account owns (a VM of an account that owns no cluster the API
 /// listed has no owner, and is nobody's node).
 fn vms_of_database(
-    db: crate::database::vms::DbVms,
+    db: crate::database::vms::DbVms<(u64, VmRow)>,
     clusters: &[ClusterRecord],
     owners: &Owners,
 ) -> Vec<VmRow> {
@@ -423,8 +426,11 @@ fn vms_of_database(
         }
     }
     db.vms
-        .iter()
-        .map(|vm| VmRow::from_database(vm, by_account.get(&vm.account_id).cloned()))
+        .into_iter()
+        .map(|(account, mut vm)| {
+            vm.owner = by_account.get(&account).cloned();
+            vm
+        })
         .collect()
 }
 

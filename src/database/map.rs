@@ -22,7 +22,7 @@ pub struct DbRow {
     pub vm: Option<DbVm>,
 }
 
-/// The `vm_instance` row of a map row.
+/// The `vm_instance` row of a map row; the name and state of a removed VM only.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DbVm {
     pub uuid: Option<String>,
@@ -70,32 +70,51 @@ type MapRow = (
 
 /// Reads every cluster's map rows.
 pub async fn read(db: &Database, conn: &mut Conn, schema: &Schema) -> Result<DbMap, DbError> {
-    let rows: Vec<MapRow> = db.query(conn, "the VM map query", &map_sql()).await?;
-    if rows.len() > MAX_MAP_ROWS {
+    let map = DbMap {
+        schema: Some(schema.clone()),
+        ..DbMap::default()
+    };
+    let map = db
+        .fold(
+            conn,
+            "the VM map query",
+            &map_sql(),
+            map,
+            |mut map, (cluster, vm_id, uuid, name, state, removed): MapRow| {
+                map.rows += 1;
+                // Past the cap nothing more is kept; the count tells the caller.
+                if map.rows > MAX_MAP_ROWS {
+                    return map;
+                }
+                let Some(cluster) = cluster else {
+                    return map;
+                };
+                // A VM not removed is known by its uuid alone (`inventory::hidden_rows`): its
+                // name and state are not kept.
+                let removed = removed.unwrap_or(0) != 0;
+                let vm = name.map(|name| DbVm {
+                    uuid,
+                    name: if removed { name } else { String::new() },
+                    state: if removed {
+                        state.unwrap_or_default()
+                    } else {
+                        String::new()
+                    },
+                    removed,
+                });
+                map.clusters
+                    .entry(cluster)
+                    .or_default()
+                    .push(DbRow { vm_id, vm });
+                map
+            },
+        )
+        .await?;
+    if map.rows > MAX_MAP_ROWS {
         return Err(DbError::TooManyRows {
             what: "the VM map query",
             max: MAX_MAP_ROWS,
         });
-    }
-    let mut map = DbMap {
-        rows: rows.len(),
-        schema: Some(schema.clone()),
-        ..DbMap::default()
-    };
-    for (cluster, vm_id, uuid, name, state, removed) in rows {
-        let Some(cluster) = cluster else {
-            continue;
-        };
-        let vm = name.map(|name| DbVm {
-            uuid,
-            name,
-            state: state.unwrap_or_default(),
-            removed: removed.unwrap_or(0) != 0,
-        });
-        map.clusters
-            .entry(cluster)
-            .or_default()
-            .push(DbRow { vm_id, vm });
     }
     Ok(map)
 }

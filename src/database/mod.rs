@@ -40,13 +40,13 @@ pub enum DbError {
 
 /// What a cycle read from the database.
 #[derive(Debug)]
-pub struct DbCycle {
+pub struct DbCycle<T> {
     pub map: map::DbMap,
     /// The VMs, when asked for.
-    pub vms: Option<vms::DbVms>,
+    pub vms: Option<vms::DbVms<T>>,
 }
 
-impl DbCycle {
+impl<T> DbCycle<T> {
     /// Queries sent after the schema's, and rows read.
     pub fn queries_and_rows(&self) -> (usize, usize) {
         let (q, r) = self.vms.as_ref().map_or((0, 0), |v| (v.queries, v.rows));
@@ -143,15 +143,47 @@ impl Database {
         }
     }
 
+    /// Runs `sql` on `conn` within the query deadline and folds each row into `init` as it
+    /// is decoded: no list of every row is held beside what `f` keeps.
+    pub async fn fold<T, U, F>(
+        &self,
+        conn: &mut Conn,
+        what: &'static str,
+        sql: &str,
+        init: U,
+        f: F,
+    ) -> Result<U, DbError>
+    where
+        T: mysql_async::prelude::FromRow + Send + 'static,
+        U: Send + 'static,
+        F: FnMut(U, T) -> U + Send + 'static,
+    {
+        match tokio::time::timeout(self.query_timeout, conn.query_fold(sql, init, f)).await {
+            Err(_) => Err(DbError::QueryTimeout {
+                what,
+                within: self.query_timeout,
+            }),
+            Ok(Err(e)) => Err(DbError::Query {
+                what,
+                reason: driver_error(&e),
+            }),
+            Ok(Ok(folded)) => Ok(folded),
+        }
+    }
+
     /// Every cluster's map rows: the schema is checked first, then one query reads them all.
     pub async fn read_map(&self) -> Result<map::DbMap, DbError> {
-        self.read_cycle(None).await.map(|read| read.map)
+        self.read_cycle(None, |_| ()).await.map(|read| read.map)
     }
 
     /// What a cycle reads: every cluster's map rows, and with `known` (the VMs mapped in an
-    /// earlier cycle) the VMs it needs, in place of the API's VM listing (`vms`). One
-    /// connection, closed at the end.
-    pub async fn read_cycle(&self, known: Option<&HashSet<&str>>) -> Result<DbCycle, DbError> {
+    /// earlier cycle) the VMs it needs, in place of the API's VM listing (`vms`), each turned
+    /// by `make` as it is read. One connection, closed at the end.
+    pub async fn read_cycle<T: Send + 'static>(
+        &self,
+        known: Option<&HashSet<&str>>,
+        make: fn(vms::DbListedVm) -> T,
+    ) -> Result<DbCycle<T>, DbError> {
         let mut conn = self.connect().await?;
         let result = async {
             let schema = schema::probe(self, &mut conn).await?;
@@ -165,7 +197,7 @@ impl Database {
                         .flatten()
                         .filter_map(|r| r.vm.as_ref()?.uuid.as_deref())
                         .collect();
-                    Some(vms::read(self, &mut conn, known, &mapped).await?)
+                    Some(vms::read(self, &mut conn, known, &mapped, make).await?)
                 }
             };
             Ok(DbCycle { map, vms })

@@ -16,11 +16,27 @@ use mysql_async::Conn;
 
 use super::{Database, DbError};
 
-/// The tables read, each with the columns the map query needs.
+/// The tables read, each with the columns the map and VM queries need.
 pub const REQUIRED: &[(&str, &[&str])] = &[
-    ("kubernetes_cluster", &["id", "uuid", "removed"]),
+    (
+        "kubernetes_cluster",
+        &["id", "uuid", "removed", "account_id"],
+    ),
     ("kubernetes_cluster_vm_map", &["id", "cluster_id", "vm_id"]),
-    ("vm_instance", &["id", "uuid", "name", "state", "removed"]),
+    (
+        "vm_instance",
+        &[
+            "id",
+            "uuid",
+            "name",
+            "state",
+            "removed",
+            "type",
+            "created",
+            "update_time",
+            "account_id",
+        ],
+    ),
 ];
 
 /// What the connected schema is.
@@ -82,6 +98,18 @@ pub fn judge(columns: &BTreeMap<String, BTreeSet<String>>) -> Result<Schema, Str
 mod tests {
     use super::*;
 
+    const VM_COLUMNS: &[&str] = &[
+        "id",
+        "uuid",
+        "name",
+        "state",
+        "removed",
+        "type",
+        "created",
+        "update_time",
+        "account_id",
+    ];
+
     fn columns(spec: &[(&str, &[&str])]) -> BTreeMap<String, BTreeSet<String>> {
         spec.iter()
             .map(|(t, cs)| (t.to_string(), cs.iter().map(|c| c.to_string()).collect()))
@@ -93,19 +121,26 @@ mod tests {
         let v416 = columns(&[
             (
                 "kubernetes_cluster",
-                &["id", "uuid", "removed", "control_node_count"],
+                &["id", "uuid", "removed", "account_id", "control_node_count"],
             ),
             (
                 "kubernetes_cluster_vm_map",
                 &["id", "cluster_id", "vm_id", "control_node"],
             ),
-            ("vm_instance", &["id", "uuid", "name", "state", "removed"]),
+            ("vm_instance", VM_COLUMNS),
         ]);
         assert_eq!(judge(&v416), Ok(Schema { release: "4.16" }));
         let v421 = columns(&[
             (
                 "kubernetes_cluster",
-                &["id", "uuid", "removed", "cluster_type", "etcd_node_count"],
+                &[
+                    "id",
+                    "uuid",
+                    "removed",
+                    "account_id",
+                    "cluster_type",
+                    "etcd_node_count",
+                ],
             ),
             (
                 "kubernetes_cluster_vm_map",
@@ -118,7 +153,7 @@ mod tests {
                     "external_node",
                 ],
             ),
-            ("vm_instance", &["id", "uuid", "name", "state", "removed"]),
+            ("vm_instance", VM_COLUMNS),
         ]);
         assert_eq!(judge(&v421), Ok(Schema { release: "4.21" }));
     }
@@ -126,7 +161,10 @@ mod tests {
     #[test]
     fn a_missing_table_or_column_is_named() {
         let no_vms = columns(&[
-            ("kubernetes_cluster", &["id", "uuid", "removed"]),
+            (
+                "kubernetes_cluster",
+                &["id", "uuid", "removed", "account_id"],
+            ),
             ("kubernetes_cluster_vm_map", &["id", "cluster_id", "vm_id"]),
         ]);
         let e = judge(&no_vms).unwrap_err();
@@ -135,9 +173,12 @@ mod tests {
             "{e}"
         );
         let no_vm_id = columns(&[
-            ("kubernetes_cluster", &["id", "uuid", "removed"]),
+            (
+                "kubernetes_cluster",
+                &["id", "uuid", "removed", "account_id"],
+            ),
             ("kubernetes_cluster_vm_map", &["id", "cluster_id"]),
-            ("vm_instance", &["id", "uuid", "name", "state", "removed"]),
+            ("vm_instance", VM_COLUMNS),
         ]);
         let e = judge(&no_vm_id).unwrap_err();
         assert!(

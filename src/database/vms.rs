@@ -18,6 +18,7 @@ use std::collections::{HashMap, HashSet};
 use mysql_async::Conn;
 
 use super::{Database, DbError};
+use crate::time::Timestamp;
 
 /// At most this many rows of VMs in a cycle: beyond, the cycle reads them through the API
 /// (a cloud has fewer CKS nodes than this by far; more is a database to look at).
@@ -32,17 +33,18 @@ pub struct DbListedVm {
     pub uuid: String,
     pub name: String,
     pub state: String,
-    /// `created` and `update_time` (the API's `lastupdated`), as the API writes times.
-    pub created: Option<String>,
-    pub updated: Option<String>,
+    /// `created` and `update_time` (the API's `lastupdated`).
+    pub created: Option<Timestamp>,
+    pub updated: Option<Timestamp>,
     /// `vm_instance.account_id`: the owner, by the account's id.
     pub account_id: u64,
 }
 
-/// What the cycle reads of VMs from the database.
-#[derive(Debug, Default)]
-pub struct DbVms {
-    pub vms: Vec<DbListedVm>,
+/// What the cycle reads of VMs from the database: each VM as the caller's `make` turned it
+/// while it was decoded (no row is held longer than that).
+#[derive(Debug)]
+pub struct DbVms<T> {
+    pub vms: Vec<T>,
     /// Each cluster not removed, by uuid: its owner's account id.
     pub owners: HashMap<String, u64>,
     /// Queries sent and rows read, for the logs and the benchmark.
@@ -58,26 +60,29 @@ const COLUMNS: &str = "v.uuid, v.name, v.state, \
 /// The owner of every cluster not removed.
 const OWNERS_SQL: &str = "SELECT uuid, account_id FROM kubernetes_cluster WHERE removed IS NULL";
 
-/// The clusters' owners' VMs named like a node (`naming::split` wants an 11-digit hex
-/// suffix after the last `-`; `_` matches one character). Without `LIMIT`'s one extra row a
-/// cut could not be told from a full read.
+/// A VM the node VMs query reads: one of a cluster owner's, named like a node
+/// (`naming::split` wants an 11-digit hex suffix after the last `-`; `_` matches one
+/// character).
+const NAMED: &str = "v.name LIKE '%-___________' AND v.account_id IN \
+     (SELECT k.account_id FROM kubernetes_cluster k WHERE k.removed IS NULL)";
+
+/// The clusters' owners' VMs named like a node. Without `LIMIT`'s one extra row a cut could
+/// not be told from a full read.
 fn named_sql() -> String {
     format!(
         "SELECT {COLUMNS} FROM vm_instance v \
-         WHERE v.removed IS NULL AND v.type = 'User' AND v.name LIKE '%-___________' \
-         AND v.account_id IN \
-         (SELECT k.account_id FROM kubernetes_cluster k WHERE k.removed IS NULL) \
+         WHERE v.removed IS NULL AND v.type = 'User' AND {NAMED} \
          LIMIT {}",
         MAX_VM_ROWS + 1
     )
 }
 
-/// The VMs among `uuids` that are not removed.
+/// The VMs among `uuids` that are not removed, but for those the node VMs query read.
 fn by_uuid_sql(uuids: &[&str]) -> String {
     let list: Vec<String> = uuids.iter().map(|u| format!("'{u}'")).collect();
     format!(
         "SELECT {COLUMNS} FROM vm_instance v \
-         WHERE v.removed IS NULL AND v.type = 'User' AND v.uuid IN ({})",
+         WHERE v.removed IS NULL AND v.type = 'User' AND v.uuid IN ({}) AND NOT ({NAMED})",
         list.join(",")
     )
 }
@@ -96,61 +101,90 @@ fn listed((uuid, name, state, created, updated, account_id): Row) -> Option<DbLi
         uuid: uuid?,
         name,
         state,
-        created,
-        updated,
+        created: created.as_deref().and_then(Timestamp::parse),
+        updated: updated.as_deref().and_then(Timestamp::parse),
         account_id,
     })
 }
 
-/// Reads the clusters' owners and the VMs a cycle needs. `known` are the VMs mapped in an
-/// earlier cycle, `mapped` those in a map now (read with the map): only the known ones in no
-/// map are asked for by uuid. A uuid not written as CloudStack writes them (a hand-edited
-/// state) is not asked for: the API's probe decides about it.
-pub async fn read(
+/// Each row turned into a VM by `make` as it is decoded; rows past `max` are counted, not
+/// kept.
+fn keep_listed<T: Send + 'static>(
+    max: usize,
+    make: fn(DbListedVm) -> T,
+) -> impl FnMut((Vec<T>, usize), Row) -> (Vec<T>, usize) + Send + 'static {
+    move |(mut vms, mut rows), row| {
+        rows += 1;
+        if rows <= max
+            && let Some(vm) = listed(row)
+        {
+            vms.push(make(vm));
+        }
+        (vms, rows)
+    }
+}
+
+/// Reads the clusters' owners and the VMs a cycle needs, each turned by `make`. `known` are
+/// the VMs mapped in an earlier cycle, `mapped` those in a map now (read with the map): only
+/// the known ones in no map are asked for by uuid. A uuid not written as CloudStack writes
+/// them (a hand-edited state) is not asked for: the API's probe decides about it.
+pub async fn read<T: Send + 'static>(
     db: &Database,
     conn: &mut Conn,
     known: &HashSet<&str>,
     mapped: &HashSet<&str>,
-) -> Result<DbVms, DbError> {
+    make: fn(DbListedVm) -> T,
+) -> Result<DbVms<T>, DbError> {
     let owners: Vec<(Option<String>, u64)> = db
         .query(conn, "the clusters' owners query", OWNERS_SQL)
         .await?;
     let mut out = DbVms {
+        vms: Vec::new(),
         queries: 1,
         rows: owners.len(),
         owners: owners
             .into_iter()
             .filter_map(|(uuid, account)| Some((uuid?, account)))
             .collect(),
-        ..DbVms::default()
     };
-    let named: Vec<Row> = db.query(conn, "the node VMs query", &named_sql()).await?;
+    let (named, rows) = db
+        .fold(
+            conn,
+            "the node VMs query",
+            &named_sql(),
+            (Vec::new(), 0),
+            keep_listed(MAX_VM_ROWS, make),
+        )
+        .await?;
     out.queries += 1;
-    out.rows += named.len();
-    if named.len() > MAX_VM_ROWS {
+    out.rows += rows;
+    if rows > MAX_VM_ROWS {
         return Err(DbError::TooManyRows {
             what: "the node VMs query",
             max: MAX_VM_ROWS,
         });
     }
-    out.vms = named.into_iter().filter_map(listed).collect();
-    let listed_now: HashSet<&str> = out.vms.iter().map(|vm| vm.uuid.as_str()).collect();
+    out.vms = named;
     let mut asked: Vec<&str> = known
         .iter()
         .copied()
-        .filter(|id| !mapped.contains(id) && !listed_now.contains(id) && crate::config::is_uuid(id))
+        .filter(|id| !mapped.contains(id) && crate::config::is_uuid(id))
         .collect();
     asked.sort_unstable();
-    let mut more = Vec::new();
     for chunk in asked.chunks(UUIDS_PER_QUERY) {
-        let rows: Vec<Row> = db
-            .query(conn, "the earlier mapped VMs query", &by_uuid_sql(chunk))
+        let (found, rows) = db
+            .fold(
+                conn,
+                "the earlier mapped VMs query",
+                &by_uuid_sql(chunk),
+                (Vec::new(), 0),
+                keep_listed(UUIDS_PER_QUERY, make),
+            )
             .await?;
         out.queries += 1;
-        out.rows += rows.len();
-        more.extend(rows.into_iter().filter_map(listed));
+        out.rows += rows;
+        out.vms.extend(found);
     }
-    out.vms.extend(more);
     Ok(out)
 }
 
@@ -172,7 +206,7 @@ mod tests {
         assert_eq!(
             by_uuid_sql(&["a", "b"]),
             format!(
-                "SELECT {COLUMNS} FROM vm_instance v WHERE v.removed IS NULL AND v.type = 'User' AND v.uuid IN ('a','b')"
+                "SELECT {COLUMNS} FROM vm_instance v WHERE v.removed IS NULL AND v.type = 'User' AND v.uuid IN ('a','b') AND NOT ({NAMED})"
             )
         );
     }

@@ -165,8 +165,8 @@ impl VmRow {
             id: VmId::new(&vm.uuid),
             name: vm.name.clone().into_boxed_str(),
             state: RowState::new(&vm.state),
-            created: RowTime::new(vm.created.as_deref()),
-            last_updated: RowTime::new(vm.updated.as_deref()),
+            created: RowTime::of(vm.created),
+            last_updated: RowTime::of(vm.updated),
             etcd: false,
             owner,
         }
@@ -233,6 +233,10 @@ impl RowTime {
             s.and_then(Timestamp::parse)
                 .map_or(i64::MIN, Timestamp::unix),
         )
+    }
+
+    fn of(t: Option<Timestamp>) -> RowTime {
+        RowTime(t.map_or(i64::MIN, Timestamp::unix))
     }
 
     fn get(self) -> Option<Timestamp> {
