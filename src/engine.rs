@@ -221,6 +221,25 @@ impl Engine {
             self.caller_checked = true;
         }
         let Some(store) = self.store.as_mut() else {
+            // Without a state (`check --no-notify`), the findings an `[[ignore]]` rule matches
+            // are marked from the config alone.
+            let mut report = report;
+            if let Ok(report) = report.as_mut() {
+                for c in &mut report.clusters {
+                    c.ignored = c
+                        .mismatches
+                        .iter()
+                        .filter_map(|m| {
+                            let rule =
+                                crate::ignore::first_match(&self.ignore, &c.id, &c.name, m, now)?;
+                            Some((
+                                m.key().to_string(),
+                                format!("rule {}: {}", rule.number, rule.reason),
+                            ))
+                        })
+                        .collect();
+                }
+            }
             return Tick {
                 report,
                 new: None,

@@ -250,7 +250,8 @@ pub fn permission_denied(path: &Path) -> String {
     }
 }
 
-fn user_name(uid: u32) -> String {
+/// A user's name, or `uid <n>` where it has none.
+pub fn user_name(uid: u32) -> String {
     match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
         Ok(Some(u)) => u.name,
         _ => format!("uid {uid}"),

@@ -3,7 +3,7 @@
 //! rename, fsync of the folder) with mode 0600.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::{Read, Seek, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -24,6 +24,57 @@ pub enum StateError {
     },
     #[error("state file {path} cannot be read: {why}")]
     Unreadable { path: PathBuf, why: String },
+    #[error(
+        "the state folder {dir} belongs to {owner} and this runs as root: the state file and its lock would become root's, and {owner} (the service) could no longer open them; run it as {owner} (sudo -u {owner} cks-drift ...), or check without notifying (cks-drift check --no-notify neither uses nor writes the state file)"
+    )]
+    RootInServiceFolder { dir: PathBuf, owner: String },
+    #[error(
+        "cannot open {path}: permission denied for {user}; it belongs to {owner}: run as {owner} (sudo -u {owner} cks-drift ...), or give it back with chown {owner} {path}"
+    )]
+    NotOurs {
+        path: PathBuf,
+        user: String,
+        owner: String,
+    },
+}
+
+/// Refuses root in a state folder another user owns (the service's): what root creates there
+/// (a first state file, its lock) the service could not open afterwards.
+fn refuse_root_in_service_folder(dir: &Path) -> Result<(), StateError> {
+    use std::os::unix::fs::MetadataExt;
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    match std::fs::metadata(dir) {
+        Ok(meta) if meta.uid() != 0 => Err(StateError::RootInServiceFolder {
+            dir: dir.to_path_buf(),
+            owner: crate::secret_file::user_name(meta.uid()),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The error of opening `path` for writing: for "permission denied", who owns it and what to
+/// do.
+fn open_error(path: &Path) -> impl FnOnce(std::io::Error) -> StateError + use<> {
+    let path = path.to_path_buf();
+    move |source| {
+        use std::os::unix::fs::MetadataExt;
+        if source.kind() == std::io::ErrorKind::PermissionDenied
+            && let Ok(meta) = std::fs::symlink_metadata(&path)
+        {
+            return StateError::NotOurs {
+                user: crate::secret_file::process_user(),
+                owner: crate::secret_file::user_name(meta.uid()),
+                path,
+            };
+        }
+        StateError::Io {
+            action: "open",
+            path,
+            source,
+        }
+    }
 }
 
 fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StateError + use<> {
@@ -35,11 +86,28 @@ fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> State
     }
 }
 
+/// How long a child process this process is starting may hold a copy of the lock.
+const CHILD_HOLDS_AT_MOST: std::time::Duration = std::time::Duration::from_secs(5);
+const CHILD_RETRY: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// The lock files this process holds now (by the path it opened them at).
+fn held_here() -> std::sync::MutexGuard<'static, std::collections::BTreeSet<PathBuf>> {
+    static HELD: std::sync::Mutex<std::collections::BTreeSet<PathBuf>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    HELD.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The state file, held under its lock for as long as this value lives.
 #[derive(Debug)]
 pub struct StateFile {
     path: PathBuf,
     _lock: File,
+}
+
+impl Drop for StateFile {
+    fn drop(&mut self) {
+        held_here().remove(&lock_path(&self.path));
+    }
 }
 
 /// What opening found besides the state.
@@ -57,6 +125,7 @@ impl StateFile {
     pub fn open(path: &Path, now: Timestamp) -> Result<(StateFile, State, OpenNote), StateError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io("create the folder", dir))?;
+            refuse_root_in_service_folder(dir)?;
         }
         let lock_path = lock_path(path);
         let mut lock = OpenOptions::new()
@@ -67,21 +136,40 @@ impl StateFile {
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW)
             .open(&lock_path)
-            .map_err(io("open", &lock_path))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                let mut text = String::new();
-                let _ = lock.read_to_string(&mut text);
-                return Err(StateError::Locked {
-                    path: path.to_path_buf(),
-                    holder: text.trim().parse().ok(),
-                });
+            .map_err(open_error(&lock_path))?;
+        // The lock belongs to the open file, and a process being started (fork, then exec)
+        // holds a copy of every descriptor until its exec closes them. So a lock this very
+        // process released a moment ago may still be held by a child it is starting (the
+        // lock file then names this process): that holder goes away by itself, and is waited
+        // for. Another process's lock is refused at once.
+        let mut waited = std::time::Duration::ZERO;
+        loop {
+            match lock.try_lock() {
+                Ok(()) => break,
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    let mut text = String::new();
+                    let _ = lock.rewind();
+                    let _ = lock.read_to_string(&mut text);
+                    let holder: Option<u32> = text.trim().parse().ok();
+                    let child_copy =
+                        holder == Some(std::process::id()) && !held_here().contains(&lock_path);
+                    if child_copy && waited < CHILD_HOLDS_AT_MOST {
+                        std::thread::sleep(CHILD_RETRY);
+                        waited += CHILD_RETRY;
+                        continue;
+                    }
+                    return Err(StateError::Locked {
+                        path: path.to_path_buf(),
+                        holder,
+                    });
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(io("lock", &lock_path)(e)),
             }
-            Err(std::fs::TryLockError::Error(e)) => return Err(io("lock", &lock_path)(e)),
         }
         lock.set_len(0).map_err(io("write", &lock_path))?;
+        lock.rewind().map_err(io("write", &lock_path))?;
         writeln!(lock, "{}", std::process::id()).map_err(io("write", &lock_path))?;
+        held_here().insert(lock_path.clone());
 
         let mut note = OpenNote::default();
         let state = match std::fs::read(path) {
@@ -149,7 +237,8 @@ pub fn read(path: &Path) -> Result<Option<State>, StateError> {
     }
 }
 
-fn parse(bytes: &[u8]) -> Result<State, String> {
+/// Reads a state file's bytes, either schema, into the current one; why not, in words.
+pub fn parse(bytes: &[u8]) -> Result<State, String> {
     let value: serde_json::Value =
         serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
     match value.get("version").and_then(|v| v.as_u64()) {
@@ -253,6 +342,47 @@ mod tests {
                 std::process::id()
             )
         );
+    }
+
+    #[test]
+    fn a_released_lock_a_starting_child_still_holds_is_waited_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let (file, _, _) = StateFile::open(&path, NOW).unwrap();
+        // What a child process holds between its fork and its exec: a copy of the descriptor,
+        // and with it the lock.
+        let copy = file._lock.try_clone().unwrap();
+        drop(file);
+        let child = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            drop(copy);
+        });
+        let opened = StateFile::open(&path, NOW);
+        child.join().unwrap();
+        assert!(opened.is_ok(), "{:?}", opened.err());
+    }
+
+    #[test]
+    fn root_is_refused_in_a_state_folder_the_service_owns() {
+        // The tests run as root in CI; as another user there is no root to refuse.
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("not root: nothing to check");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("cks-drift");
+        std::fs::create_dir(&folder).unwrap();
+        std::os::unix::fs::chown(&folder, Some(65534), Some(65534)).unwrap();
+        let err = StateFile::open(&folder.join("state.json"), NOW).unwrap_err();
+        let owner = crate::secret_file::user_name(65534);
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "the state folder {} belongs to {owner} and this runs as root: the state file and its lock would become root's, and {owner} (the service) could no longer open them; run it as {owner} (sudo -u {owner} cks-drift ...), or check without notifying (cks-drift check --no-notify neither uses nor writes the state file)",
+                folder.display()
+            )
+        );
+        assert!(!folder.join("state.json.lock").exists(), "nothing created");
     }
 
     #[test]

@@ -14,6 +14,12 @@ async fn a_matched_finding_is_reported_as_ignored_and_not_alerted() {
     let (mut cloud, id) = one_cluster().await;
     let worker = cloud.unmap_last_worker(&id);
     cloud.extra = rule(&worker, "by = \"jdoe\"\n");
+    // Without notifying (and without a state), the rule marks the finding all the same.
+    let (_, report) = cloud.check_json(&["--no-notify"]).await;
+    assert_eq!(
+        report["mismatches"][0]["ignored"],
+        "rule 1: kept for forensics"
+    );
     let (run, report) = cloud.check_json(&[]).await;
     assert_eq!(
         mismatches(&report),

@@ -747,8 +747,8 @@ async fn output_that_is_not_a_node_list_is_refused() {
         "{err:?}"
     );
     assert_eq!(err.reason(), "output");
-    // Node lines without end: stopped past the cluster's bound (a header and 26 nodes for a
-    // cluster of 3 VMs), not read to the 4 MiB limit.
+    // Node lines without end: stopped past the cluster's bound (26 nodes for a cluster of
+    // 3 VMs), not read to the 4 MiB limit.
     let flood = SshSettings {
         command: "yes node/fake".to_string(),
         ..settings.clone()
@@ -787,8 +787,11 @@ async fn a_command_slower_than_command_timeout_times_out_and_is_stopped_remotely
     let sshd = Sshd::start();
     let pid_file = sshd.dir().join("sleep.pid");
     let command = format!("sh -c 'echo $$ > {}; exec sleep 30'", pid_file.display());
+    // Long enough for the remote shell to start and write its pid on a busy machine: the
+    // remote `timeout` counts from when sshd starts the command.
+    let timeout = Duration::from_secs(3);
     let settings = SshSettings {
-        command_timeout: Duration::from_secs(1),
+        command_timeout: timeout,
         ..settings(
             sshd.client_key(),
             &trusted_known_hosts(&sshd),
@@ -802,13 +805,19 @@ async fn a_command_slower_than_command_timeout_times_out_and_is_stopped_remotely
     match &err {
         NodeListError::Timeout { stage, after, .. } => {
             assert_eq!(*stage, Stage::Command);
-            assert_eq!(*after, Duration::from_secs(1));
+            assert_eq!(*after, timeout);
         }
         other => panic!("expected Timeout, got {other:?}"),
     }
     assert_eq!(err.reason(), "timeout");
 
-    // The remote `timeout 1s` stops the sleep although nobody is connected any more.
+    // The remote `timeout 3s` stops the sleep although nobody is connected any more. The pid
+    // file is written as the shell starts; it is waited for, not assumed.
+    let mut waited = Duration::ZERO;
+    while !pid_file.exists() && waited < Duration::from_secs(15) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        waited += Duration::from_millis(100);
+    }
     let pid = std::fs::read_to_string(&pid_file).unwrap();
     let proc_dir = PathBuf::from(format!("/proc/{}", pid.trim()));
     let mut waited = Duration::ZERO;
