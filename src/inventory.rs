@@ -21,7 +21,7 @@ use crate::cloudstack::error::ApiError;
 use crate::cloudstack::model::{KubernetesCluster, Network, VirtualMachine};
 use crate::cloudstack::release::{Release, network_scopes};
 use crate::database::Database;
-use crate::database::map::{DbMap, DbRow};
+use crate::database::map::{DbMap, DbRow, MapVm, Uuid};
 use crate::remote::NodeLister;
 use crate::snapshot::{NodeView, PreviousMap, VanishedHow, VanishedVm};
 
@@ -454,27 +454,28 @@ fn from_database(map: &DbMap, c: &ClusterRecord) -> Option<Vec<VanishedVm>> {
 /// `None` when the VMs alive in the database are not exactly those shown: the map changed
 /// between the reads.
 pub fn hidden_rows(rows: &[DbRow], shown: &[&str]) -> Option<Vec<VanishedVm>> {
-    let alive: BTreeSet<&str> = rows
+    let alive: BTreeSet<&Uuid> = rows
         .iter()
-        .filter_map(|r| r.vm.as_ref())
-        .filter(|vm| !vm.removed)
-        .filter_map(|vm| vm.uuid.as_deref())
+        .filter_map(|r| match &r.vm {
+            MapVm::Alive(uuid) => uuid.as_ref(),
+            _ => None,
+        })
         .collect();
-    let shown: BTreeSet<&str> = shown.iter().copied().collect();
-    if alive != shown {
+    let shown: Vec<Uuid> = shown.iter().map(|s| Uuid::new(s)).collect();
+    if alive != shown.iter().collect() {
         return None;
     }
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     for row in rows {
         let gone = match &row.vm {
-            Some(vm) if !vm.removed => continue,
-            Some(vm) => VanishedVm {
+            MapVm::Alive(_) => continue,
+            MapVm::Removed(vm) => VanishedVm {
                 id: vm.uuid.clone().unwrap_or_else(|| row.vm_id.to_string()),
                 name: Some(vm.name.clone()),
                 how: VanishedHow::Expunged,
             },
-            None => VanishedVm {
+            MapVm::Missing => VanishedVm {
                 id: row.vm_id.to_string(),
                 name: None,
                 how: VanishedHow::DoesNotExist,
@@ -780,12 +781,15 @@ mod tests {
     fn row(vm_id: u64, vm: Option<(&str, &str, bool)>) -> DbRow {
         DbRow {
             vm_id,
-            vm: vm.map(|(uuid, state, removed)| DbVm {
-                uuid: Some(uuid.into()),
-                name: format!("name-{uuid}"),
-                state: state.into(),
-                removed,
-            }),
+            vm: match vm {
+                None => MapVm::Missing,
+                Some((uuid, _, false)) => MapVm::Alive(Some(Uuid::new(uuid))),
+                Some((uuid, state, true)) => MapVm::Removed(Box::new(DbVm {
+                    uuid: Some(uuid.into()),
+                    name: format!("name-{uuid}"),
+                    state: state.into(),
+                })),
+            },
         }
     }
 

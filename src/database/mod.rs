@@ -191,11 +191,14 @@ impl Database {
             let vms = match known {
                 None => None,
                 Some(known) => {
-                    let mapped: HashSet<&str> = map
+                    let mapped: HashSet<&map::Uuid> = map
                         .clusters
                         .values()
                         .flatten()
-                        .filter_map(|r| r.vm.as_ref()?.uuid.as_deref())
+                        .filter_map(|r| match &r.vm {
+                            map::MapVm::Alive(uuid) => uuid.as_ref(),
+                            _ => None,
+                        })
                         .collect();
                     Some(vms::read(self, &mut conn, known, &mapped, make).await?)
                 }

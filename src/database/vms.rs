@@ -132,7 +132,7 @@ pub async fn read<T: Send + 'static>(
     db: &Database,
     conn: &mut Conn,
     known: &HashSet<&str>,
-    mapped: &HashSet<&str>,
+    mapped: &HashSet<&super::map::Uuid>,
     make: fn(DbListedVm) -> T,
 ) -> Result<DbVms<T>, DbError> {
     let owners: Vec<(Option<String>, u64)> = db
@@ -168,7 +168,7 @@ pub async fn read<T: Send + 'static>(
     let mut asked: Vec<&str> = known
         .iter()
         .copied()
-        .filter(|id| !mapped.contains(id) && crate::config::is_uuid(id))
+        .filter(|id| !mapped.contains(&super::map::Uuid::new(id)) && crate::config::is_uuid(id))
         .collect();
     asked.sort_unstable();
     for chunk in asked.chunks(UUIDS_PER_QUERY) {
