@@ -14,6 +14,38 @@ pub struct Secret(String);
 const UNKNOWN_TABLE: &str = "is not a known table; the tables are [cloudstack], [ssh], [check], \
      [state], [notify], [http], [log], [database], [alertmanager] and [[ignore]]";
 
+/// The problem of a table no release knows, with the closest known table's name.
+fn unknown_table(table: &str) -> String {
+    let closest = KNOWN_KEYS
+        .iter()
+        .map(|(t, _)| *t)
+        .chain(["ignore"])
+        .map(|t| (strsim::jaro_winkler(table, t), t))
+        .filter(|(score, _)| *score >= 0.85)
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    match closest {
+        Some((_, "ignore")) => format!("{UNKNOWN_TABLE}; did you mean [[ignore]]?"),
+        Some((_, t)) => format!("{UNKNOWN_TABLE}; did you mean [{t}]?"),
+        None => UNKNOWN_TABLE.to_string(),
+    }
+}
+
+/// What the secret a `*_file` key names is, for the message of a file that is missing.
+fn secret_of(key: &str) -> &'static str {
+    match key {
+        "cloudstack.api_key_file" => {
+            "the API key of the CloudStack user cks-drift acts as (an Admin; its keys are under Accounts, the user, Generate keys)"
+        }
+        "cloudstack.secret_key_file" => {
+            "the secret key of the CloudStack user cks-drift acts as (shown beside its API key)"
+        }
+        "database.password_file" => "the password of the database user",
+        "alertmanager.password_file" => "the password of alertmanager.username",
+        "alertmanager.bearer_token_file" => "the bearer token the Alertmanagers take",
+        _ => "the secret",
+    }
+}
+
 /// The problem of a config without `ssh.private_key`.
 const PRIVATE_KEY_MISSING: &str = "is missing; point it at the management server's key \
      (/var/lib/cloudstack/management/.ssh/id_rsa on Debian/Ubuntu packages, \
@@ -252,6 +284,9 @@ pub struct Config {
     pub alertmanager: Option<AlertmanagerSettings>,
     /// `[[ignore]]`: drift an operator has accepted, in file order.
     pub ignore: Vec<IgnoreRule>,
+    /// The files secrets were read from (`cloudstack.api_key_file`, ...), by key: their
+    /// access is checked at start as `validate-config` checks it.
+    pub secret_files: Vec<(String, PathBuf)>,
 }
 
 /// `[alertmanager]`: where every open finding is also an alert.
@@ -683,6 +718,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 struct Reader<'a> {
     root: &'a toml::Table,
     problems: Vec<Problem>,
+    /// The files secrets were read from, by key.
+    secret_files: Vec<(String, PathBuf)>,
 }
 
 impl<'a> Reader<'a> {
@@ -811,6 +848,8 @@ impl<'a> Reader<'a> {
 impl Reader<'_> {
     /// A secret read from the file at `path`, named by `key` when it cannot be read.
     fn secret_file(&mut self, key: &str, path: &std::path::Path) -> Secret {
+        self.secret_files
+            .push((key.to_string(), path.to_path_buf()));
         match std::fs::read_to_string(path) {
             Ok(v) if !v.trim().is_empty() => Secret::new(v.trim()),
             Ok(_) => {
@@ -822,6 +861,11 @@ impl Reader<'_> {
                     std::io::ErrorKind::PermissionDenied => {
                         crate::secret_file::permission_denied(path)
                     }
+                    std::io::ErrorKind::NotFound => format!(
+                        "no such file; create it holding {} and nothing else, readable by the service alone: install -m 0640 -g cks-drift /dev/null {p}, then write the value into it",
+                        secret_of(key),
+                        p = path.display()
+                    ),
                     _ => e.to_string(),
                 };
                 self.problem(key, format!("cannot read {}: {why}", path.display()));
@@ -1212,7 +1256,7 @@ impl Config {
             path: path.to_path_buf(),
             reason: match e.kind() {
                 std::io::ErrorKind::NotFound => {
-                    "no such file; pass the right path with -c, or start from config/cks-drift.toml"
+                    "no such file; pass the right path with -c (the package installs /etc/cks-drift/cks-drift.toml; in a source tree, start from config/cks-drift.toml)"
                         .into()
                 }
                 std::io::ErrorKind::PermissionDenied => crate::secret_file::permission_denied(path),
@@ -1237,6 +1281,7 @@ impl Config {
         let mut r = Reader {
             root: &root,
             problems: Vec::new(),
+            secret_files: Vec::new(),
         };
         for (table, value) in &root {
             if table == "ignore" {
@@ -1244,7 +1289,7 @@ impl Config {
                 continue;
             }
             match KNOWN_KEYS.iter().find(|(t, _)| t == table) {
-                None => r.problem(table, UNKNOWN_TABLE),
+                None => r.problem(table, unknown_table(table)),
                 Some((_, keys)) => match value.as_table() {
                     None => r.problem(table, "must be a table"),
                     Some(t) => {
@@ -1455,6 +1500,7 @@ impl Config {
                 database,
                 alertmanager,
                 ignore,
+                secret_files: r.secret_files,
             })
         } else {
             Err(ConfigError::Invalid {

@@ -123,6 +123,27 @@ impl Engine {
                 crate::config::database_in_clear(&db.host)
             );
         }
+        // Secrets others may read: warned at every start, as `validate-config` warns.
+        let allowed = crate::secret_file::allowed();
+        let private_key = (
+            "ssh.private_key".to_string(),
+            config.ssh.private_key.clone(),
+        );
+        for (key, path) in config.secret_files.iter().chain([&private_key]) {
+            let what = if key == "ssh.private_key" {
+                "is a private key"
+            } else {
+                "holds a secret"
+            };
+            if let Some(access) = crate::secret_file::access(path)
+                && let Some(stranger) = crate::secret_file::readers_beyond(&access, &allowed)
+            {
+                tracing::warn!(
+                    "{key}: {}",
+                    crate::secret_file::warning(path, what, access.mode, &stranger, &allowed)
+                );
+            }
+        }
         if config.ssh.host_key_policy == crate::config::HostKeyPolicy::Off {
             tracing::warn!("ssh.host_key_policy {}", crate::config::HOST_KEYS_OFF);
         }

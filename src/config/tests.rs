@@ -626,3 +626,34 @@ fn redacted_urls_keep_everything_but_the_password() {
         "http://127.0.0.1:9093"
     );
 }
+
+#[test]
+fn a_misspelt_table_is_named_with_the_closest_one() {
+    assert_eq!(
+        problems(&format!("{MINIMAL}[checks]\ninterval = \"5m\"\n")),
+        [format!("checks: {UNKNOWN_TABLE}; did you mean [check]?")]
+    );
+    assert_eq!(
+        problems(&format!(
+            "{MINIMAL}[[ignored]]\nkind = \"blind\"\nreason = \"x\"\n"
+        )),
+        [format!(
+            "ignored: {UNKNOWN_TABLE}; did you mean [[ignore]]?"
+        )]
+    );
+}
+
+#[test]
+fn a_missing_key_file_says_which_key_and_how_to_create_it() {
+    let text = MINIMAL.replace(
+        "api_key = \"KEY-abc\"",
+        "api_key_file = \"/nonexistent/apikey\"",
+    );
+    assert_ne!(text, MINIMAL, "MINIMAL gives the API key inline");
+    assert_eq!(
+        problems(&text),
+        [
+            "cloudstack.api_key_file: cannot read /nonexistent/apikey: no such file; create it holding the API key of the CloudStack user cks-drift acts as (an Admin; its keys are under Accounts, the user, Generate keys) and nothing else, readable by the service alone: install -m 0640 -g cks-drift /dev/null /nonexistent/apikey, then write the value into it"
+        ]
+    );
+}

@@ -165,7 +165,7 @@ interval = "5"
         lines(&findings),
         [
             "error: cloudstack.url: \"ftp://cloud.example.com/client/api\" must be an http:// or https:// URL, e.g. \"https://cloud.example.com/client/api\"".to_string(),
-            format!("error: cloudstack.secret_key_file: cannot read {d}/no-secret: No such file or directory (os error 2)"),
+            format!("error: cloudstack.secret_key_file: cannot read {d}/no-secret: no such file; create it holding the secret key of the CloudStack user cks-drift acts as (shown beside its API key) and nothing else, readable by the service alone: install -m 0640 -g cks-drift /dev/null {d}/no-secret, then write the value into it"),
             "error: check.interval: \"5\" has no unit; write e.g. \"5s\" or \"5m\"".to_string(),
             format!("error: ssh.private_key: {d}/no-key does not exist; point ssh.private_key at the management server's key or at the private half of the clusters' key pair"),
             format!("error: cloudstack.ca_file: cannot read CA bundle {d}/no-ca.pem: No such file or directory (os error 2)"),

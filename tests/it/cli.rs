@@ -496,7 +496,7 @@ async fn a_missing_config_file_is_one_line_and_exit_2() {
     for command in ["check", "validate-config"] {
         let out = cks_drift(&[command, "-c", "/nonexistent/cks-drift.toml"]).await;
         assert_eq!(out.code, 2, "{command}: {out:?}");
-        let message = "cannot read config file /nonexistent/cks-drift.toml: no such file; pass the right path with -c, or start from config/cks-drift.toml";
+        let message = "cannot read config file /nonexistent/cks-drift.toml: no such file; pass the right path with -c (the package installs /etc/cks-drift/cks-drift.toml; in a source tree, start from config/cks-drift.toml)";
         let (stream, expected) = match command {
             "check" => (&out.stderr, format!("cks-drift: {message}\n")),
             _ => (

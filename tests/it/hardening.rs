@@ -157,10 +157,34 @@ async fn risky_settings_are_warned_at_start() {
     let (mut cloud, _) = one_cluster().await;
     cloud.extra = String::new();
     let config = cloud.write_config();
-    let text = std::fs::read_to_string(&config).unwrap().replace(
-        "host_key_policy = \"accept-new\"",
-        "host_key_policy = \"off\"",
-    );
+    // The API key in a file anybody may read.
+    let key_file = cloud.dir.path().join("apikey");
+    std::fs::write(&key_file, "AK").unwrap();
+    std::fs::set_permissions(
+        &key_file,
+        std::os::unix::fs::PermissionsExt::from_mode(0o644),
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(&config).unwrap();
+    let api_key = text
+        .lines()
+        .find(|l| l.starts_with("api_key = "))
+        .unwrap()
+        .to_string();
+    std::fs::write(
+        &key_file,
+        api_key.trim_start_matches("api_key = ").trim_matches('"'),
+    )
+    .unwrap();
+    let text = text
+        .replace(
+            "host_key_policy = \"accept-new\"",
+            "host_key_policy = \"off\"",
+        )
+        .replace(
+            &api_key,
+            &format!("api_key_file = \"{}\"", key_file.display()),
+        );
     std::fs::write(&config, text).unwrap();
     let output = tokio::process::Command::new(crate::support::cloud::binary())
         .args(["check", "--no-notify", "-c"])
@@ -178,6 +202,14 @@ async fn risky_settings_are_warned_at_start() {
         stderr.contains("ssh.host_key_policy is \"off\": any host key is accepted"),
         "{stderr}"
     );
+    assert!(
+        stderr.contains(&format!(
+            "cloudstack.api_key_file: {} holds a secret and ",
+            key_file.display()
+        )) && stderr.contains("(mode 0644)"),
+        "{stderr}"
+    );
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
 }
 
 #[tokio::test]
