@@ -14,6 +14,7 @@
 
 mod commands;
 mod http;
+#[cfg(feature = "mariadb")]
 pub mod mariadb;
 mod params;
 mod query;
