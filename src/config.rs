@@ -30,6 +30,20 @@ fn unknown_table(table: &str) -> String {
     }
 }
 
+/// A key of the file as TOML writes it: bare when it can be, else quoted (`""`, `"a b"`), so
+/// that a problem always names the key the file holds.
+fn key_name(key: &str) -> std::borrow::Cow<'_, str> {
+    let bare = !key.is_empty()
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if bare {
+        key.into()
+    } else {
+        format!("{key:?}").into()
+    }
+}
+
 /// What the secret a `*_file` key names is, for the message of a file that is missing.
 fn secret_of(key: &str) -> &'static str {
     match key {
@@ -1013,7 +1027,7 @@ impl Reader<'_> {
             for key in t.keys() {
                 if !IGNORE_FIELDS.contains(&key.as_str()) {
                     self.problem(
-                        &at(key),
+                        &at(&key_name(key)),
                         format!(
                             "is not a known field; a rule takes {}",
                             IGNORE_FIELDS.join(", ")
@@ -1289,13 +1303,16 @@ impl Config {
                 continue;
             }
             match KNOWN_KEYS.iter().find(|(t, _)| t == table) {
-                None => r.problem(table, unknown_table(table)),
+                None => r.problem(&key_name(table), unknown_table(table)),
                 Some((_, keys)) => match value.as_table() {
                     None => r.problem(table, "must be a table"),
                     Some(t) => {
                         for key in t.keys() {
                             if !keys.contains(&key.as_str()) {
-                                r.problem(&format!("{table}.{key}"), unknown_key(table, key));
+                                r.problem(
+                                    &format!("{table}.{}", key_name(key)),
+                                    unknown_key(table, key),
+                                );
                             }
                         }
                     }

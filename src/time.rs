@@ -8,6 +8,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+/// 0000-01-01T00:00:00Z and 9999-12-31T23:59:59Z: the instants [`Timestamp::parse`] reads.
+const FIRST: i64 = -62_167_219_200;
+const LAST: i64 = 253_402_300_799;
+
 /// Seconds since the Unix epoch, UTC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Timestamp(i64);
@@ -39,7 +43,8 @@ impl Timestamp {
     }
 
     /// Parses `yyyy-MM-ddTHH:mm:ss` followed by `Z`, `+hhmm`, `+hh:mm` or nothing (UTC), the
-    /// forms CloudStack writes and accepts. Returns `None` for anything else.
+    /// forms CloudStack writes and accepts. Returns `None` for anything else, and for an
+    /// instant outside the years 0000 to 9999 in UTC.
     pub fn parse(s: &str) -> Option<Self> {
         let b = s.as_bytes();
         if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || (b[10] != b'T' && b[10] != b' ') {
@@ -90,9 +95,10 @@ impl Timestamp {
             }
         };
         let days = days_from_civil(year, month, day);
-        Some(Timestamp(
-            days * 86_400 + hour * 3600 + min * 60 + sec - offset,
-        ))
+        let t = days * 86_400 + hour * 3600 + min * 60 + sec - offset;
+        // An offset (or a leap second) can carry year 0 or 9999 past the four-digit years,
+        // which print as no timestamp parses: a state file holding one would load once only.
+        (FIRST..=LAST).contains(&t).then_some(Timestamp(t))
     }
 
     /// `yyyy-MM-ddTHH:mm:ss+0000`, the form CloudStack writes and its `expires` accepts.
@@ -189,6 +195,29 @@ mod tests {
             "x022-04-18T06:21:58Z",
         ] {
             assert_eq!(Timestamp::parse(s), None, "{s}");
+        }
+    }
+
+    /// Found with the `state_file` fuzz target's property (a state that loads writes back to
+    /// one that loads): an offset moved a time in year 0 or 9999 out of the four-digit years,
+    /// which then printed as `-001-…` or `10000-…` and no longer parsed, so a state file
+    /// holding one was read, written, and moved aside as corrupt at the next start.
+    #[test]
+    fn refuses_instants_outside_the_four_digit_years() {
+        for s in [
+            "0000-01-01T00:00:00+0100",
+            "9999-12-31T23:59:59-0100",
+            "9999-12-31T23:59:60Z",
+        ] {
+            assert_eq!(Timestamp::parse(s), None, "{s}");
+        }
+        for s in [
+            "0000-01-01T00:00:00Z",
+            "0000-01-01T01:00:00+0100",
+            "9999-12-31T23:59:59Z",
+        ] {
+            let t = Timestamp::parse(s).unwrap();
+            assert_eq!(Timestamp::parse(&t.to_string()), Some(t), "{s}");
         }
     }
 

@@ -12,7 +12,7 @@ use serde::de::{DeserializeOwned, DeserializeSeed};
 use serde_json::Value;
 
 use super::error::ApiError;
-use super::response::{as_u64, read_response, response_key};
+use super::response::{as_u64, cut, read_response, response_key};
 use super::transport::RawResponse;
 
 /// Pages read from one list command at most when the server sends no `count`: a server that
@@ -95,16 +95,18 @@ impl Paging {
 }
 
 /// One page of a list answer: its `count`, how many rows it had, and the rows kept.
-pub(super) struct ListPage<T> {
-    pub(super) count: Option<u64>,
-    pub(super) read: usize,
-    pub(super) rows: Vec<T>,
+#[derive(Debug)]
+pub struct ListPage<T> {
+    pub count: Option<u64>,
+    pub read: usize,
+    pub rows: Vec<T>,
 }
 
 /// Reads the HTTP answer to page `page` of list `command`: what `keep` makes of each row under
 /// `item_key` (rows it answers `None` for are dropped), or the [`ApiError`] the answer is.
-/// `page_size` is the one the request asked for, to explain a rejected page size.
-pub(super) fn read_page<T, U, K>(
+/// `page_size` is the one the request asked for, to explain a rejected page size. Public for
+/// the fuzz target.
+pub fn read_page<T, U, K>(
     command: &str,
     endpoint: &str,
     item_key: &str,
@@ -136,6 +138,17 @@ fn page_from_value<T: DeserializeOwned, U>(
     mut answer: Value,
     keep: &impl Fn(T) -> Option<U>,
 ) -> Result<ListPage<U>, ApiError> {
+    // Anything else has no rows to read, and an empty page would say the list is empty.
+    if !answer.is_object() {
+        return Err(ApiError::Decode {
+            command: command.to_string(),
+            detail: format!(
+                "`{}` is not an object but {}",
+                response_key(command),
+                kind(&answer)
+            ),
+        });
+    }
     let count = read_count(command, &answer)?;
     let items = match answer.get_mut(item_key).map(Value::take) {
         None | Some(Value::Null) => Vec::new(),
@@ -152,7 +165,7 @@ fn page_from_value<T: DeserializeOwned, U>(
     for (i, item) in items.into_iter().enumerate() {
         let row = serde_json::from_value(item).map_err(|e| ApiError::Decode {
             command: command.to_string(),
-            detail: format!("page {page}, `{item_key}` row {i}: {e}"),
+            detail: cut(&format!("page {page}, `{item_key}` row {i}: {e}")),
         })?;
         rows.extend(keep(row));
     }
@@ -227,7 +240,8 @@ mod page_seed {
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
             let mut page = None;
             while let Some(key) = map.next_key::<String>()? {
-                if key == self.response_key && page.is_none() {
+                // Given twice, the last is read, as the general reader's JSON tree keeps it.
+                if key == self.response_key {
                     page = Some(map.next_value_seed(Body {
                         item_key: self.item_key,
                         keep: self.keep,
@@ -314,7 +328,7 @@ fn read_count(command: &str, answer: &Value) -> Result<Option<u64>, ApiError> {
         None | Some(Value::Null) => Ok(None),
         Some(value) => as_u64(value).map(Some).ok_or_else(|| ApiError::Decode {
             command: command.to_string(),
-            detail: format!("`count` is not a number: {value}"),
+            detail: cut(&format!("`count` is not a number: {value}")),
         }),
     }
 }
@@ -336,6 +350,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::cloudstack::response::TEXT_CHARS;
 
     #[derive(Debug, Deserialize, PartialEq)]
     struct Row {
@@ -468,6 +483,77 @@ mod tests {
         )
         .unwrap();
         assert_eq!((empty.count, empty.read, empty.rows.len()), (None, 0, 0));
+    }
+
+    /// Found by the `cloudstack_page` fuzz target: a `count` or a row that is not what it
+    /// should be was quoted whole in the error, whatever its size.
+    #[test]
+    fn a_bad_count_or_row_is_quoted_cut() {
+        #[derive(Debug, Deserialize)]
+        struct Counted {
+            #[allow(dead_code)]
+            n: u32,
+        }
+        let long = "x".repeat(5_000);
+        for body in [
+            format!(r#"{{"listzonesresponse":{{"count":"{long}","zone":[]}}}}"#),
+            format!(r#"{{"listzonesresponse":{{"zone":[{{"n":"{long}"}}]}}}}"#),
+        ] {
+            let raw = RawResponse { status: 200, body };
+            let err =
+                read_page::<Counted, Counted, _>("listZones", "e", "zone", 1, 500, &raw, &Some)
+                    .err()
+                    .unwrap();
+            let ApiError::Decode { detail, .. } = &err else {
+                panic!("{err:?}");
+            };
+            assert!(detail.chars().count() <= TEXT_CHARS + 1, "{detail}");
+            assert!(detail.ends_with('…'), "{detail}");
+        }
+    }
+
+    /// Found by the `cloudstack_page` fuzz target: an answer whose response is not an object
+    /// (`null`, a number, a list) was read as an empty page, so a broken answer would say
+    /// that every VM is gone.
+    #[test]
+    fn a_response_that_is_not_an_object_is_no_page() {
+        for (answer, kind) in [
+            ("null", "null"),
+            ("5", "a number"),
+            (r#""x""#, "a string"),
+            ("[]", "a list"),
+        ] {
+            let raw = RawResponse {
+                status: 200,
+                body: format!(r#"{{"listzonesresponse":{answer}}}"#),
+            };
+            let err = read_page::<Row, Row, _>("listZones", "e", "zone", 1, 500, &raw, &Some)
+                .err()
+                .unwrap();
+            assert!(
+                matches!(&err, ApiError::Decode { detail, .. } if *detail == format!("`listzonesresponse` is not an object but {kind}")),
+                "{err:?}"
+            );
+        }
+    }
+
+    /// Found by the `cloudstack_page` fuzz target: with the response key twice, the page read
+    /// straight from the body was the first, the general reader's the last (as JSON parsers
+    /// do); now both read the last.
+    #[test]
+    fn a_response_given_twice_is_read_as_the_last() {
+        let raw = RawResponse {
+            status: 200,
+            body: r#"{"listzonesresponse":{"count":1,"zone":[{"id":"z1"}]},"listzonesresponse":{"count":2,"zone":[{"id":"z2"},{"id":"z3"}]}}"#.to_string(),
+        };
+        let page = read_page::<Row, Row, _>("listZones", "e", "zone", 1, 500, &raw, &Some)
+            .ok()
+            .unwrap();
+        assert_eq!((page.count, page.read), (Some(2), 2));
+        assert_eq!(
+            page.rows,
+            [Row { id: "z2".into() }, Row { id: "z3".into() }]
+        );
     }
 
     #[test]

@@ -11,6 +11,11 @@ use super::transport::RawResponse;
 /// Longest part of an unexpected answer kept in an error.
 const SNIPPET_CHARS: usize = 200;
 
+/// Longest text of the answer kept in an error: CloudStack's error texts are a sentence or
+/// two, and a value it sent that is not what it should be is quoted; a longer one (a stack
+/// trace, a whole page) is cut, as an answer may be megabytes.
+pub(super) const TEXT_CHARS: usize = 1_000;
+
 /// Reads one HTTP answer to `command`: the object under `<command lowercased>response` on
 /// HTTP 200, otherwise the matching [`ApiError`]. `page_size` is the one the request asked
 /// for, to explain a rejected page size.
@@ -59,11 +64,7 @@ pub fn read_response(
         .get("errorcode")
         .and_then(as_u16)
         .unwrap_or(raw.status);
-    let text = error
-        .get("errortext")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
+    let text = error.get("errortext").and_then(Value::as_str).unwrap_or("");
     if code == 401 {
         return Err(ApiError::Unauthorized {
             url: endpoint.to_string(),
@@ -84,7 +85,7 @@ pub fn read_response(
             .get("cserrorcode")
             .and_then(as_u64)
             .and_then(|c| u32::try_from(c).ok()),
-        text,
+        text: cut(text),
     })
 }
 
@@ -125,11 +126,10 @@ pub(super) fn read_job(
                 command: command.to_string(),
                 job_id: job_id.to_string(),
                 code: result.get("errorcode").and_then(as_u16),
-                text: result
+                text: cut(result
                     .get("errortext")
                     .and_then(Value::as_str)
-                    .unwrap_or("(no error text)")
-                    .to_string(),
+                    .unwrap_or("(no error text)")),
             })
         }
         other => Err(ApiError::Decode {
@@ -150,6 +150,14 @@ pub(super) fn as_u64(value: &Value) -> Option<u64> {
 
 fn as_u16(value: &Value) -> Option<u16> {
     as_u64(value).and_then(|n| u16::try_from(n).ok())
+}
+
+/// `text`, cut to [`TEXT_CHARS`] characters and `…` when longer.
+pub(super) fn cut(text: &str) -> String {
+    match text.char_indices().nth(TEXT_CHARS) {
+        None => text.to_string(),
+        Some((end, _)) => format!("{}…", &text[..end]),
+    }
 }
 
 /// The start of a body, whitespace folded, at most [`SNIPPET_CHARS`] characters.
@@ -312,6 +320,30 @@ mod tests {
             read("listZones", 404, "").to_string(),
             "cloudstack command listZones got an unexpected HTTP 404 answer: (empty body)"
         );
+    }
+
+    /// Found by the `cloudstack_page` fuzz target: an error text was carried whole, so an
+    /// answer of megabytes made an error message (and a log line) of megabytes.
+    #[test]
+    fn a_long_error_text_is_cut() {
+        let long = "é".repeat(5_000);
+        let cut = format!("{}…", "é".repeat(TEXT_CHARS));
+        let body = format!(r#"{{"listzonesresponse":{{"errorcode":431,"errortext":"{long}"}}}}"#);
+        assert!(
+            matches!(read("listZones", 431, &body), ApiError::CloudStack { text, .. } if text == cut)
+        );
+        let failed = json!({"jobstatus": 2, "jobresult": {"errorcode": 530, "errortext": long}});
+        assert!(matches!(
+            read_job("generateAlert", "job-1", failed).unwrap_err(),
+            ApiError::AsyncJobFailed { text, .. } if text == cut
+        ));
+        // A short one is whole.
+        let err = read(
+            "listZones",
+            530,
+            r#"{"listzonesresponse":{"errorcode":530,"errortext":"down"}}"#,
+        );
+        assert!(matches!(err, ApiError::CloudStack { text, .. } if text == "down"));
     }
 
     #[test]

@@ -657,3 +657,22 @@ fn a_missing_key_file_says_which_key_and_how_to_create_it() {
         ]
     );
 }
+
+/// Found by the `config` fuzz target: a key the file writes quoted (`"" = 1`, `"a b" = 1`)
+/// was named bare, so its problem named no key at all, or one the file does not hold.
+#[test]
+fn a_key_that_is_not_bare_is_named_quoted() {
+    assert_eq!(
+        problems(&format!("\"\" = 1\n{MINIMAL}")),
+        [format!("\"\": {UNKNOWN_TABLE}")]
+    );
+    let p = problems(&format!(
+        "{MINIMAL}\"a b\" = 1\n\n[[ignore]]\nkind = \"blind\"\nreason = \"x\"\n\"\" = 2\n"
+    ));
+    assert_eq!(p.len(), 2, "{p:?}");
+    assert!(p[0].starts_with("ssh.\"a b\": is not a known key"), "{p:?}");
+    assert!(
+        p[1].starts_with("ignore[1].\"\": is not a known field"),
+        "{p:?}"
+    );
+}
