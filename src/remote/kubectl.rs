@@ -149,9 +149,11 @@ fn columns_line(line: &str) -> Option<Node> {
         None | Some(NONE) => None,
         // kubectl joins several values with commas, as it does for a doubled `Ready`
         // condition in a line with an empty system UUID; no platform's UUID has one.
+        // `<none>` is kubectl's only placeholder: `<None>` (found by the `node_list` fuzz
+        // target) is no UUID either, and lowercased it would pass for a node's UUID.
         Some(uuid) => Some(
             plain(uuid, MAX_UUID_LEN)
-                .filter(|uuid| !uuid.contains(','))?
+                .filter(|uuid| !uuid.contains([',', '<', '>']))?
                 .to_ascii_lowercase(),
         ),
     };
@@ -423,6 +425,8 @@ manual.k8s.example.com    ec2d4a8e-1111-2222-3333-444455556666   external-clouds
             format!("a {long_uuid} <none>"),
             format!("a {UUID} {long_provider}"),
             format!("a {UUID} cloudstack:///é"),
+            "a <None> <none>".to_string(),
+            "a True <NONE> <none>".to_string(),
         ] {
             assert_eq!(
                 parse_nodes(&bad),
