@@ -198,10 +198,11 @@ mod tests {
         }
     }
 
-    /// Found with the `state_file` fuzz target's property (a state that loads writes back to
-    /// one that loads): an offset moved a time in year 0 or 9999 out of the four-digit years,
-    /// which then printed as `-001-…` or `10000-…` and no longer parsed, so a state file
-    /// holding one was read, written, and moved aside as corrupt at the next start.
+    /// Refused by the `state_file` fuzz target's property (a state that loads writes back to
+    /// one that loads) on an input written for it; its runs had not reached one. An offset
+    /// moved a time in year 0 or 9999 out of the four-digit years, which then printed as
+    /// `-001-…` or `10000-…` and no longer parsed, so a state file holding one was read,
+    /// written, and moved aside as corrupt at the next start.
     #[test]
     fn refuses_instants_outside_the_four_digit_years() {
         for s in [

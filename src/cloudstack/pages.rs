@@ -485,8 +485,9 @@ mod tests {
         assert_eq!((empty.count, empty.read, empty.rows.len()), (None, 0, 0));
     }
 
-    /// Found by the `cloudstack_page` fuzz target: a `count` or a row that is not what it
-    /// should be was quoted whole in the error, whatever its size.
+    /// Like the error text the `cloudstack_page` fuzz target found carried whole (see
+    /// `response`), a `count` or a row that is not what it should be was quoted whole in the
+    /// error, whatever its size.
     #[test]
     fn a_bad_count_or_row_is_quoted_cut() {
         #[derive(Debug, Deserialize)]
@@ -512,9 +513,10 @@ mod tests {
         }
     }
 
-    /// Found by the `cloudstack_page` fuzz target: an answer whose response is not an object
-    /// (`null`, a number, a list) was read as an empty page, so a broken answer would say
-    /// that every VM is gone.
+    /// Refused by the `cloudstack_page` fuzz target's assertion (on an input written for it;
+    /// its runs had not reached one): an answer whose response is not an object (`null`, a
+    /// number, a list) was read as an empty page, so a broken answer would say that every VM
+    /// is gone.
     #[test]
     fn a_response_that_is_not_an_object_is_no_page() {
         for (answer, kind) in [
@@ -537,9 +539,10 @@ mod tests {
         }
     }
 
-    /// Found by the `cloudstack_page` fuzz target: with the response key twice, the page read
-    /// straight from the body was the first, the general reader's the last (as JSON parsers
-    /// do); now both read the last.
+    /// Refused by the `cloudstack_page` fuzz target's assertion (on an input written for it;
+    /// its runs had not reached one): with the response key twice, the page read straight
+    /// from the body was the first, the general reader's the last (as JSON parsers do); now
+    /// both read the last.
     #[test]
     fn a_response_given_twice_is_read_as_the_last() {
         let raw = RawResponse {
