@@ -130,17 +130,11 @@ impl Database {
     where
         T: mysql_async::prelude::FromRow + Send + 'static,
     {
-        match tokio::time::timeout(self.query_timeout, conn.query::<T, _>(sql)).await {
-            Err(_) => Err(DbError::QueryTimeout {
-                what,
-                within: self.query_timeout,
-            }),
-            Ok(Err(e)) => Err(DbError::Query {
-                what,
-                reason: driver_error(&e),
-            }),
-            Ok(Ok(rows)) => Ok(rows),
-        }
+        self.fold(conn, what, sql, Vec::new(), |mut rows, row| {
+            rows.push(row);
+            rows
+        })
+        .await
     }
 
     /// Runs `sql` on `conn` within the query deadline and folds each row into `init` as it

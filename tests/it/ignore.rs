@@ -89,6 +89,19 @@ async fn an_expired_rule_brings_the_alert_with_a_warning() {
     assert!(alerts[0].description.contains(&worker));
 }
 
+/// What `validate-config --connect` prints with the cloud's config.
+async fn validate_connect(cloud: &crate::support::cloud::TestCloud) -> String {
+    let config = cloud.write_config();
+    let out = tokio::process::Command::new(binary())
+        .args(["validate-config", "--connect", "-c"])
+        .arg(&config)
+        .env_remove("RUST_LOG")
+        .output()
+        .await
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 #[tokio::test]
 async fn validate_config_names_what_is_wrong_with_a_rule() {
     let (mut cloud, id) = one_cluster().await;
@@ -99,15 +112,7 @@ async fn validate_config_names_what_is_wrong_with_a_rule() {
         "{}\n[[ignore]]\ncluster = \"{id}\"\nnode = \"no-such-node\"\nreason = \"typo\"\n\n[[ignore]]\ncluster = \"web\"\nreason = \"old\"\nexpires = 2020-01-01\n\n[[ignore]]\ncluster = \"wbe\"\nreason = \"typo\"\n",
         rule(&worker, "")
     );
-    let config = cloud.write_config();
-    let out = tokio::process::Command::new(binary())
-        .args(["validate-config", "--connect", "-c"])
-        .arg(&config)
-        .env_remove("RUST_LOG")
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = validate_connect(&cloud).await;
     assert!(
         stdout.contains(
             "warning: ignore[3].expires: is 2020-01-01T00:00:00Z, in the past: the rule matches nothing and its findings are alerted; remove the rule or move the date\n"
@@ -139,15 +144,7 @@ async fn a_cluster_name_two_tenants_share_is_not_a_rule_s_cluster() {
         w.add_cluster("web", tenant, 1, 1, 0)
     });
     cloud.extra = "[[ignore]]\ncluster = \"web\"\nkind = \"blind\"\nreason = \"lab\"\n\n[[ignore]]\nnode = \"web-node-1\"\nreason = \"built by hand\"\n".to_string();
-    let config = cloud.write_config();
-    let out = tokio::process::Command::new(binary())
-        .args(["validate-config", "--connect", "-c"])
-        .arg(&config)
-        .env_remove("RUST_LOG")
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = validate_connect(&cloud).await;
     // A node name alone would match it in every tenant's cluster: an error, and --connect is
     // not tried.
     assert!(
@@ -157,15 +154,7 @@ async fn a_cluster_name_two_tenants_share_is_not_a_rule_s_cluster() {
         "{stdout}"
     );
     cloud.extra = "[[ignore]]\ncluster = \"web\"\nkind = \"blind\"\nreason = \"lab\"\n".to_string();
-    let config = cloud.write_config();
-    let out = tokio::process::Command::new(binary())
-        .args(["validate-config", "--connect", "-c"])
-        .arg(&config)
-        .env_remove("RUST_LOG")
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = validate_connect(&cloud).await;
     let line = stdout
         .lines()
         .find(|l| l.starts_with("warning: ignore[1].cluster: "))
