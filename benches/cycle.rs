@@ -23,18 +23,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use cks_drift::base::time::Timestamp;
 use cks_drift::cks::{endpoint_host, ssh_port};
 use cks_drift::cloudstack::client::Client;
 use cks_drift::cloudstack::model::{KubernetesCluster, VirtualMachine};
 use cks_drift::config::{
     CloudStackSettings, DatabaseSettings, HostKeyPolicy, Secret, SshSettings, parse_database_url,
 };
-use cks_drift::cycle::{ClusterStatus, CycleSettings, MapSource, run_cycle};
 use cks_drift::database::Database;
 use cks_drift::diff::Policy;
+use cks_drift::engine::cycle::{ClusterStatus, CycleSettings, MapSource, run_cycle};
 use cks_drift::remote::{NodeListError, NodeListFuture, NodeLister, SshNodeLister, SshTarget};
 use cks_drift::snapshot::Node;
-use cks_drift::time::Timestamp;
 use cks_drift_sim::mariadb::{PrivateMariaDb, Schema};
 use cks_drift_sim::{ClusterSpec, FakeCloudStack, NetworkLayout, Sim, SimOwner, SimTime, World};
 use serde_json::{Value, json};

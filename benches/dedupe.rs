@@ -3,10 +3,10 @@
 
 use std::time::Instant;
 
+use cks_drift::base::time::Timestamp;
 use cks_drift::diff::{Mismatch, MismatchKind, Subject};
 use cks_drift::state::State;
 use cks_drift::state::step::{Coverage, Observed, StepSettings, step};
-use cks_drift::time::Timestamp;
 
 fn observed(findings: usize) -> Vec<Observed> {
     vec![Observed {

@@ -13,16 +13,16 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cks_drift::base::time::Timestamp;
 use cks_drift::cks::endpoint_host;
 use cks_drift::cloudstack::client::{Client, ClientOptions};
 use cks_drift::config::{HostKeyPolicy, SshSettings};
-use cks_drift::cycle::{ClusterStatus, CycleSettings, run_cycle};
-use cks_drift::demo::SimTransport;
 use cks_drift::diff::Policy;
+use cks_drift::engine::cycle::{ClusterStatus, CycleSettings, run_cycle};
+use cks_drift::front::demo::SimTransport;
 use cks_drift::remote::ssh::SshNodeLister;
 use cks_drift::remote::{NodeListError, NodeListFuture, NodeLister, SshTarget};
 use cks_drift::snapshot::Node;
-use cks_drift::time::Timestamp;
 use cks_drift_sim::{Sim, SimTime, World};
 
 struct Listed(HashMap<String, Vec<Node>>);
@@ -243,7 +243,7 @@ fn one_cycle(
     concurrency: usize,
     default_user: &str,
     now: Timestamp,
-) -> (cks_drift::cycle::CycleReport, Duration) {
+) -> (cks_drift::engine::cycle::CycleReport, Duration) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

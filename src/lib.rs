@@ -1,40 +1,26 @@
 //! cks-drift: reports drift between a CloudStack Kubernetes Service cluster's VM map, its VMs
 //! in CloudStack and its Kubernetes nodes. Detection only: it never changes anything.
 //!
-//! The pipeline: `config` -> sources (`cloudstack`, `remote`) -> `snapshot` -> `diff` (pure)
-//! -> `state` (dedupe step + file) -> `notify`, driven by `cycle` and `engine`; `report` and
-//! `cli` face the user.
+//! The folders follow the pipeline, and each imports only from the ones before it:
+//! `base` and `config` (leaves and settings) -> the sources (`cloudstack`, `remote` for the
+//! nodes over SSH, `database`) -> `snapshot` (three views of a cluster, as plain data) -> `cks`
+//! (CKS's own rules) -> `inventory` (what a cycle reads, and the snapshots built from it) ->
+//! `diff` (the pure comparison) -> `state` (ignore rules, the dedupe step, the state file) ->
+//! `notify` (delivery) -> `engine` (one tick) -> `daemon` (the service, its endpoint, metrics
+//! and logging) -> `front` (what people type and read).
 #![forbid(unsafe_code)]
 
-pub mod assemble;
-pub mod assets;
+pub mod base;
 pub mod cks;
-pub mod cli;
 pub mod cloudstack;
 pub mod config;
-pub mod cycle;
 pub mod daemon;
 pub mod database;
-pub mod demo;
-pub mod diagnose;
 pub mod diff;
 pub mod engine;
-pub mod error_chain;
-pub mod explain;
-pub mod identity;
-pub mod ignore;
+pub mod front;
 pub mod inventory;
-pub mod logging;
-pub mod metrics;
-pub mod naming;
 pub mod notify;
 pub mod remote;
-pub mod report;
-pub mod secret_file;
 pub mod snapshot;
 pub mod state;
-pub mod takeover;
-pub mod time;
-pub mod untrusted;
-pub mod validate;
-pub mod wording;

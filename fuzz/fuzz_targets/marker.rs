@@ -17,8 +17,8 @@ use cks_drift::cloudstack::limits::{
     ALERT_DESCRIPTION_LENGTH, ANNOTATION_LENGTH, is_refused_control, java_len,
 };
 use cks_drift::diff::{FindingKey, Mismatch, MismatchKind, Subject, VmRef};
-use cks_drift::time::Timestamp;
-use cks_drift::wording::{
+use cks_drift::base::time::Timestamp;
+use cks_drift::diff::wording::{
     alert_description, annotation_marker, annotation_text, marked_key, marker_key, marker_parts,
     remarked,
 };

@@ -10,8 +10,8 @@ use reqwest::header::CONTENT_TYPE;
 use super::error::ApiError;
 use super::request::{ApiRequest, Signed};
 use super::transport::{RawResponse, Transport, TransportError, TransportFuture};
+use crate::base::time::Timestamp;
 use crate::config::{CloudStackSettings, Secret};
-use crate::time::Timestamp;
 
 /// The most of one answer that is read. CloudStack's largest answers, pages of 500
 /// clusters with their VMs, are a few MB.

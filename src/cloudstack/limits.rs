@@ -38,7 +38,7 @@ pub fn is_refused_control(c: char) -> bool {
 /// character outside the Basic Multilingual Plane becomes U+FFFD: CloudStack's database
 /// tables are `utf8` (three bytes at most) and refuse four-byte characters.
 pub fn one_line(s: &str) -> String {
-    crate::untrusted::controls_escaped(s)
+    crate::base::untrusted::controls_escaped(s)
         .chars()
         .map(|c| if c.len_utf16() > 1 { '\u{fffd}' } else { c })
         .collect()

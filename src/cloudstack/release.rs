@@ -121,11 +121,14 @@ pub fn role_problem(user: &crate::cloudstack::model::User) -> Option<String> {
     let shown = if role_type.is_empty() {
         "no role type".to_string()
     } else {
-        format!("a role of type {}", crate::untrusted::shown(role_type, 40))
+        format!(
+            "a role of type {}",
+            crate::base::untrusted::shown(role_type, 40)
+        )
     };
     Some(format!(
         "the API key's user {} has {shown}; cks-drift needs a role of type Admin (any name): for other callers CloudStack lists no admin-only annotations, cks-drift's own, and leaves out the clusters of other domains; give the key to a user of an account whose role is of type Admin",
-        crate::untrusted::shown(user.username.as_deref().unwrap_or(&user.id), 80)
+        crate::base::untrusted::shown(user.username.as_deref().unwrap_or(&user.id), 80)
     ))
 }
 

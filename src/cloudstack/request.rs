@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::sign;
-use crate::time::Timestamp;
+use crate::base::time::Timestamp;
 
 /// How far ahead a request's `expires` lies: long enough for a slow network, well inside the
 /// 15 minutes `enforce.post.requests.and.timestamps` allows.

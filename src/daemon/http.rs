@@ -19,7 +19,7 @@ use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::metrics::{CONTENT_TYPE, Metrics};
+use crate::daemon::metrics::{CONTENT_TYPE, Metrics};
 
 /// The most slack `/healthz` allows beyond two intervals; smaller intervals get as much
 /// slack as one interval.

@@ -19,12 +19,12 @@ use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use super::http::{self, Health, Shared};
 use super::{DISABLED_STATUS, DaemonError, failure_text, status_line};
+use crate::base::error_chain::error_chain;
+use crate::base::time::Timestamp;
 use crate::config::{Config, human_duration, human_elapsed};
+use crate::daemon::metrics::{CycleOutcome, Metrics};
 use crate::database::lock::{Role, Term};
 use crate::engine::{Engine, Store, Tick};
-use crate::error_chain::error_chain;
-use crate::metrics::{CycleOutcome, Metrics};
-use crate::time::Timestamp;
 
 /// How long a running cycle may go on after shutdown is requested before it is cancelled.
 /// The state file is written atomically and queued notifications stay in it, so cancelling

@@ -214,8 +214,8 @@ fn driver_error(e: &mysql_async::Error) -> String {
             "error {} ({}): {}",
             s.code,
             s.state,
-            crate::untrusted::shown(&s.message, 300)
+            crate::base::untrusted::shown(&s.message, 300)
         ),
-        other => crate::untrusted::shown(&other.to_string(), 300),
+        other => crate::base::untrusted::shown(&other.to_string(), 300),
     }
 }

@@ -18,7 +18,7 @@ use std::collections::{HashMap, HashSet};
 use mysql_async::Conn;
 
 use super::{Database, DbError};
-use crate::time::Timestamp;
+use crate::base::time::Timestamp;
 
 /// At most this many rows of VMs in a cycle: beyond, the cycle reads them through the API
 /// (a cloud has fewer CKS nodes than this by far; more is a database to look at).

@@ -3,8 +3,8 @@
 use std::collections::BTreeSet;
 
 use super::*;
+use crate::diff::wording::reason;
 use crate::snapshot::{ClusterInfo, Node, Owner, VanishedVm};
-use crate::wording::reason;
 
 const NOW: i64 = 1_800_000_000;
 const HOUR: i64 = 60;

@@ -12,10 +12,10 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Deserializer};
 
+use crate::base::time::Timestamp;
 use crate::cks::{cluster_info, owner_of_cluster, owner_of_vm, skip_reason};
 use crate::cloudstack::model::{KubernetesCluster, VirtualMachine};
 use crate::snapshot::{ClusterInfo, Owner, VmState};
-use crate::time::Timestamp;
 
 /// A CloudStack id. CloudStack's ids are lowercase UUIDs, kept as their 16 bytes; anything
 /// else (a simulated or older cloud may answer other strings) is kept as written. Two ids are

@@ -15,10 +15,10 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tracing::warn;
 
+use crate::base::time::Timestamp;
 use crate::config::{AlertmanagerAuth, AlertmanagerSettings};
+use crate::diff::wording::{alertmanager_annotations, alertmanager_labels};
 use crate::state::State;
-use crate::time::Timestamp;
-use crate::wording::{alertmanager_annotations, alertmanager_labels};
 
 /// Longest answer body kept for an error message.
 const BODY_EXCERPT: usize = 300;
@@ -132,7 +132,7 @@ impl Alertmanager {
             Ok(Err(e)) => {
                 return Err(AlertmanagerError::Unreachable {
                     url: shown_url,
-                    reason: crate::error_chain::error_chain(&e.without_url()),
+                    reason: crate::base::error_chain::error_chain(&e.without_url()),
                 });
             }
             Err(_) => {
@@ -153,7 +153,7 @@ impl Alertmanager {
         Err(AlertmanagerError::Refused {
             url: shown_url,
             status: status.as_u16(),
-            body: crate::untrusted::shown(body.trim(), BODY_EXCERPT),
+            body: crate::base::untrusted::shown(body.trim(), BODY_EXCERPT),
         })
     }
 }

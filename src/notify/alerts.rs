@@ -12,9 +12,9 @@ use tracing::warn;
 use crate::cloudstack::client::Client;
 use crate::cloudstack::error::ApiError;
 use crate::cloudstack::model::Alert;
+use crate::diff::wording::alert_marker;
 use crate::notify::DeliveryError;
 use crate::state::{AlertRecord, State};
-use crate::wording::alert_marker;
 
 /// The `name` of every alert this daemon raises.
 pub const ALERT_NAME: &str = "KUBERNETES.CLUSTER.VM.MAP.CHECK";

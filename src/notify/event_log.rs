@@ -147,8 +147,9 @@ pub fn append(
         node: node.as_deref(),
         description,
     };
-    let mut text =
-        crate::untrusted::json_visible(serde_json::to_string(&line).expect("events serialize"));
+    let mut text = crate::base::untrusted::json_visible(
+        serde_json::to_string(&line).expect("events serialize"),
+    );
     if tail.lines.contains(&text) {
         tracing::debug!(id, path = %path.display(), "the event is in the event log already; not written again");
         return Ok(false);
@@ -189,7 +190,7 @@ pub fn append(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::Timestamp;
+    use crate::base::time::Timestamp;
 
     fn event(key: &str) -> Notification {
         Notification::Event {

@@ -22,8 +22,8 @@ use crate::cloudstack::error::ApiError;
 use crate::cloudstack::limits::{ALERT_DESCRIPTION_LENGTH, ANNOTATION_LENGTH};
 use crate::cloudstack::model::Annotation;
 use crate::database::lock::Lock;
+use crate::diff::wording::{alert_marker, annotation_marker, marked_key, marker_key, remarked};
 use crate::state::{Notification, Outgoing, State, record_key};
-use crate::wording::{alert_marker, annotation_marker, marked_key, marker_key, remarked};
 
 /// What delivery needs to know.
 #[derive(Debug, Clone)]
@@ -141,14 +141,14 @@ pub async fn deliver<E>(
                         cluster_id,
                         key,
                         attempts = item.attempts + 1,
-                        error = %crate::error_chain::error_chain(&e),
+                        error = %crate::base::error_chain::error_chain(&e),
                         "{REFUSED}"
                     );
                     *counts.entry((channel, "refused")).or_default() += 1;
                     true
                 }
                 Err(e) => {
-                    let message = crate::error_chain::error_chain(&e);
+                    let message = crate::base::error_chain::error_chain(&e);
                     warn!(id = item.id, channel, attempts = item.attempts + 1, error = %message, "{NOT_DELIVERED}");
                     let queued = &mut state.outbox[next];
                     queued.attempts += 1;
@@ -353,9 +353,9 @@ async fn add_annotation(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::base::time::Timestamp;
     use crate::config::{CloudStackSettings, Secret};
     use crate::state::{Level, Outgoing};
-    use crate::time::Timestamp;
 
     /// An outbox of `n` event lines, as the state file holds it.
     fn events(n: u64) -> State {

@@ -403,7 +403,7 @@ pub fn load_private_key(path: &Path) -> Result<PrivateKey, KeyError> {
         } else if source.kind() == std::io::ErrorKind::PermissionDenied {
             KeyError::Denied {
                 path: path.to_path_buf(),
-                why: crate::secret_file::permission_denied(path),
+                why: crate::config::secret_file::permission_denied(path),
             }
         } else {
             KeyError::Unreadable {

@@ -7,9 +7,9 @@ use std::io::{Read, Seek, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use crate::base::time::Timestamp;
 use crate::state::v1::StateV1;
 use crate::state::{State, VERSION};
-use crate::time::Timestamp;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -48,7 +48,7 @@ fn refuse_root_in_service_folder(dir: &Path) -> Result<(), StateError> {
     match std::fs::metadata(dir) {
         Ok(meta) if meta.uid() != 0 => Err(StateError::RootInServiceFolder {
             dir: dir.to_path_buf(),
-            owner: crate::secret_file::user_name(meta.uid()),
+            owner: crate::config::secret_file::user_name(meta.uid()),
         }),
         _ => Ok(()),
     }
@@ -64,8 +64,8 @@ fn open_error(path: &Path) -> impl FnOnce(std::io::Error) -> StateError + use<> 
             && let Ok(meta) = std::fs::symlink_metadata(&path)
         {
             return StateError::NotOurs {
-                user: crate::secret_file::process_user(),
-                owner: crate::secret_file::user_name(meta.uid()),
+                user: crate::config::secret_file::process_user(),
+                owner: crate::config::secret_file::user_name(meta.uid()),
                 path,
             };
         }
@@ -374,7 +374,7 @@ mod tests {
         std::fs::create_dir(&folder).unwrap();
         std::os::unix::fs::chown(&folder, Some(65534), Some(65534)).unwrap();
         let err = StateFile::open(&folder.join("state.json"), NOW).unwrap_err();
-        let owner = crate::secret_file::user_name(65534);
+        let owner = crate::config::secret_file::user_name(65534);
         assert_eq!(
             err.to_string(),
             format!(

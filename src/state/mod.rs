@@ -9,6 +9,7 @@
 //! (`Recorded`), so the file's format does not change when the diff's types do.
 
 pub mod file;
+pub mod ignore;
 pub mod step;
 pub mod v1;
 
@@ -16,9 +17,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::base::time::Timestamp;
 use crate::diff::{FindingKey, Mismatch, MismatchKind, Side, Subject, VmRef};
 use crate::snapshot::VanishedHow;
-use crate::time::Timestamp;
 
 /// The schema version written by this release. Version 1 files are read and converted.
 pub const VERSION: u32 = 2;
@@ -47,7 +48,7 @@ pub struct State {
     pub storm: Option<Storm>,
 }
 
-pub use crate::wording::STORM_SCOPE;
+pub use crate::diff::wording::STORM_SCOPE;
 
 /// A storm: one cycle brought new findings in more clusters than `notify.storm_clusters`.
 /// While it lasts, the alerts and annotations of new findings are held (their findings are
@@ -180,7 +181,7 @@ pub struct Reported {
     /// The `[[ignore]]` rule that matches it: it raises no alert, annotation or Alertmanager
     /// alert.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ignored: Option<crate::ignore::Ignored>,
+    pub ignored: Option<crate::state::ignore::Ignored>,
 }
 
 impl Reported {

@@ -9,16 +9,16 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
+use crate::base::time::Timestamp;
 use crate::config::StormThreshold;
+use crate::diff::wording::{
+    alert_description, annotation_text, reason, storm_description, summary_description,
+};
 use crate::diff::{FindingKey, GONE_EXPUNGED, GONE_MISSING, Mismatch, MismatchKind, Side, Subject};
 use crate::snapshot::{PreviousMap, VanishedHow};
 use crate::state::{
     Level, Notification, Outgoing, Reported, STORM_SCOPE, State, Storm, VanishedRecord, record_key,
     side_key,
-};
-use crate::time::Timestamp;
-use crate::wording::{
-    alert_description, annotation_text, reason, storm_description, summary_description,
 };
 
 /// How much of a cluster a cycle compared.
@@ -55,7 +55,7 @@ pub struct Observed {
     /// The owner, unique in the cloud (`Owner::key`): what the per-owner alert cap counts by.
     pub owner_id: Option<String>,
     /// Findings of `mismatches` an `[[ignore]]` rule matches, by key.
-    pub ignored: BTreeMap<String, crate::ignore::Ignored>,
+    pub ignored: BTreeMap<String, crate::state::ignore::Ignored>,
 }
 
 /// `(cluster id, key)` of the findings first reported by a step.
@@ -122,10 +122,10 @@ pub struct StepOutcome {
     pub storm: Option<StormChange>,
     /// Findings an `[[ignore]]` rule matched until now and no longer does (it expired or was
     /// removed): `(cluster id, key, the rule)`. They are told now, as new.
-    pub unignored: Vec<(String, String, crate::ignore::Ignored)>,
+    pub unignored: Vec<(String, String, crate::state::ignore::Ignored)>,
     /// Findings an `[[ignore]]` rule matches from now on, whose alert and annotation are
     /// taken back: `(cluster id, key, the rule)`.
-    pub newly_ignored: Vec<(String, String, crate::ignore::Ignored)>,
+    pub newly_ignored: Vec<(String, String, crate::state::ignore::Ignored)>,
 }
 
 fn side_text(side: Side) -> &'static str {
@@ -795,14 +795,14 @@ fn resolve_alertmanager(
     q.push(Notification::ResolveAlertmanager {
         cluster_id: cluster_id.to_string(),
         key: m.key().to_string(),
-        labels: crate::wording::alertmanager_labels(
+        labels: crate::diff::wording::alertmanager_labels(
             cluster_id,
             &entry.name,
             entry.zone_id.as_deref(),
             entry.owner.as_deref(),
             &m,
         ),
-        annotations: crate::wording::alertmanager_annotations(&entry.name, &m),
+        annotations: crate::diff::wording::alertmanager_annotations(&entry.name, &m),
         starts_at: r.since,
         ends_at: now,
     });

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use crate::base::time::Timestamp;
 use crate::state::{AlertRecord, ClusterState, Outgoing, Reported, State, VERSION, VanishedRecord};
-use crate::time::Timestamp;
 
 #[derive(Debug, Deserialize)]
 pub struct StateV1 {
@@ -128,10 +128,10 @@ impl StateV1 {
 
 #[cfg(test)]
 mod tests {
+    use crate::base::time::Timestamp;
     use crate::diff::{Mismatch, MismatchKind, Subject, VmRef};
     use crate::state::file::StateFile;
     use crate::state::step::{Coverage, Observed, StepSettings, step};
-    use crate::time::Timestamp;
 
     /// A state file as the first release wrote it: six findings of one cluster reported, two
     /// of them gone VMs, alerts and annotations recorded, three notifications still queued.

@@ -7,8 +7,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cks_drift::demo::{START, Scenario};
-use cks_drift::time::Timestamp;
+use cks_drift::base::time::Timestamp;
+use cks_drift::front::demo::{START, Scenario};
 use cks_drift_sim::{FakeCloudStack, Sim, SimTime, World};
 
 use crate::support::cloud::{from_any_listing, without_plain_http_warning};

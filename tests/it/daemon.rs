@@ -13,7 +13,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cks_drift::wording::alert_marker;
+use cks_drift::diff::wording::alert_marker;
 use tokio::net::UnixDatagram;
 use tokio::task::JoinHandle;
 

@@ -5,9 +5,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use cks_drift::demo::SimTransport;
+use cks_drift::base::time::Timestamp;
+use cks_drift::front::demo::SimTransport;
 use cks_drift::state::file::StateFile;
-use cks_drift::time::Timestamp;
 use cks_drift_sim::{NodeRole, Sim, SimAlert, SimTime};
 
 use crate::support::cloud::{Run, TestCloud, mismatches, one_cluster, s, world_now};
@@ -547,7 +547,7 @@ impl cks_drift::remote::NodeLister for FixedNodes {
 #[tokio::test]
 async fn a_failed_probe_skips_the_cluster_and_keeps_its_state() {
     use cks_drift::cloudstack::client::{Client, ClientOptions};
-    use cks_drift::cycle::{ClusterStatus, CycleSettings, SkipKind, run_cycle};
+    use cks_drift::engine::cycle::{ClusterStatus, CycleSettings, SkipKind, run_cycle};
     use cks_drift::engine::observe;
     use cks_drift::state::State;
     use cks_drift::state::step::{StepSettings, previous_maps, step};
@@ -631,7 +631,7 @@ async fn a_failed_probe_skips_the_cluster_and_keeps_its_state() {
         state, before,
         "a cluster whose probe failed keeps its state and sends nothing"
     );
-    assert_eq!(cks_drift::report::exit_code(&report), 3);
+    assert_eq!(cks_drift::front::report::exit_code(&report), 3);
 }
 
 #[tokio::test]

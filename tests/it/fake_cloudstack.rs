@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use cks_drift::base::time::Timestamp;
 use cks_drift::cloudstack::sign;
-use cks_drift::time::Timestamp;
 use cks_drift_sim::{CONTENT_TYPE, FakeCloudStack, Sim, SimTime, World};
 use serde_json::{Value, json};
 

@@ -62,7 +62,7 @@ async fn a_matched_finding_is_reported_as_ignored_and_not_alerted() {
 async fn an_expired_rule_brings_the_alert_with_a_warning() {
     let (mut cloud, id) = one_cluster().await;
     let worker = cloud.unmap_last_worker(&id);
-    let soon = cks_drift::time::Timestamp::now().plus(Duration::from_secs(2));
+    let soon = cks_drift::base::time::Timestamp::now().plus(Duration::from_secs(2));
     cloud.extra = rule(&worker, &format!("expires = \"{soon}\"\n"));
     let (run, _) = cloud.check_json(&[]).await;
     assert_eq!(cloud.active_alerts().len(), 0, "{}", run.stderr);

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use cks_drift::wording::{alert_marker, annotation_marker};
+use cks_drift::diff::wording::{alert_marker, annotation_marker};
 
 use crate::support::cloud::{Run, TestCloud, mismatches, one_cluster, world_now};
 

@@ -151,7 +151,7 @@ fn settings(port: u16, ca_file: Option<&Path>, insecure: bool) -> CloudStackSett
 }
 
 fn chain(e: &dyn std::error::Error) -> String {
-    cks_drift::error_chain::error_chain(e)
+    cks_drift::base::error_chain::error_chain(e)
 }
 
 #[tokio::test]

@@ -17,14 +17,14 @@ use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 
 use super::{Notifier, Parts, SHUTDOWN_DEADLINE, Ticker, serve};
+use crate::base::time::Timestamp;
 use crate::cloudstack::error::ApiError;
 use crate::config::Config;
-use crate::cycle::{CycleError, CycleReport};
 use crate::daemon::DaemonError;
+use crate::daemon::metrics::Metrics;
 use crate::database::lock::{Role, Term};
+use crate::engine::cycle::{CycleError, CycleReport};
 use crate::engine::{Store, Tick};
-use crate::metrics::Metrics;
-use crate::time::Timestamp;
 
 /// What was recorded, by whom, when.
 #[derive(Clone)]

@@ -1028,7 +1028,7 @@ fn a_state_with_held_findings_round_trips() {
 fn ignoring(mut c: Observed, key: &str) -> Observed {
     c.ignored.insert(
         key.to_string(),
-        crate::ignore::Ignored {
+        crate::state::ignore::Ignored {
             rule: 1,
             reason: "kept for forensics".into(),
         },
@@ -1105,7 +1105,7 @@ fn a_rule_that_starts_matching_takes_back_the_alert_and_one_that_stops_alerts_ag
         [(
             "c1".to_string(),
             "unmapped_vm:v2".to_string(),
-            crate::ignore::Ignored {
+            crate::state::ignore::Ignored {
                 rule: 1,
                 reason: "kept for forensics".into()
             }

@@ -127,7 +127,7 @@ fn spawn(config: &Path, data: &Path, port: u16) -> Child {
 
 /// Now and an hour on, in RFC 3339.
 fn chrono_like_now() -> (String, String) {
-    let now = cks_drift::time::Timestamp::now();
+    let now = cks_drift::base::time::Timestamp::now();
     (
         now.to_string(),
         now.plus(Duration::from_secs(3600)).to_string(),

@@ -4,9 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::base::time::Timestamp;
 use crate::config::IgnoreRule;
 use crate::diff::Mismatch;
-use crate::time::Timestamp;
 
 /// The rule that matched a finding, as the state records it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,7 +81,7 @@ pub fn first_match<'a>(
 /// service logs the same at start and on reload.
 pub fn expiry_warnings(
     rules: &[crate::config::IgnoreRule],
-    now: crate::time::Timestamp,
+    now: crate::base::time::Timestamp,
 ) -> Vec<(String, String)> {
     let day = now.plus(std::time::Duration::from_secs(86_400));
     rules

@@ -4,9 +4,12 @@
 //! hands all of it to `service`, which runs one engine tick every `check.interval`.
 //!
 //! Scheduling, the endpoint's shared figures and systemd notifications live in `service`
-//! and `http`; what a tick does belongs to `engine`, the exposition to `metrics`.
+//! and `http`; what a tick does belongs to `engine`, the exposition to `metrics`. `logging`
+//! installs the log output for `run` and for the one-shot commands alike.
 
 pub mod http;
+pub mod logging;
+pub mod metrics;
 pub mod service;
 
 use std::path::{Path, PathBuf};
@@ -18,13 +21,13 @@ use tokio::sync::mpsc::{self, UnboundedReceiver};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
+use crate::base::error_chain::error_chain;
+use crate::base::time::Timestamp;
 use crate::config::{Config, ConfigError};
 use crate::database::Database;
 use crate::database::lock::Lock;
 use crate::engine::{Engine, Store, Tick};
-use crate::error_chain::error_chain;
 use crate::state::file::StateError;
-use crate::time::Timestamp;
 use http::one_line;
 use service::{Notifier, Parts};
 
@@ -55,7 +58,7 @@ pub enum DaemonError {
 /// once the running cycle finished or was cancelled.
 pub async fn run(config_path: &Path, shutdown: CancellationToken) -> Result<(), DaemonError> {
     let config = Config::load(config_path)?;
-    crate::logging::init(&config.log.level, config.log.format);
+    crate::daemon::logging::init(&config.log.level, config.log.format);
     let signals = Signals::install()?;
     spawn_stop_on_signal(signals.term, signals.int, shutdown.clone());
     let reloads = spawn_reload_on_hangup(signals.hup, config_path.to_path_buf(), shutdown.clone());
@@ -216,8 +219,8 @@ pub fn status_line(tick: &Tick, at: Timestamp) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cycle::{ClusterOutcome, ClusterStatus, CycleError, CycleReport};
     use crate::diff::{Mismatch, MismatchKind, Subject, VmRef};
+    use crate::engine::cycle::{ClusterOutcome, ClusterStatus, CycleError, CycleReport};
     use std::time::Duration;
 
     fn outcome(mismatches: usize) -> ClusterOutcome {

@@ -2,14 +2,14 @@ use std::io::Write as _;
 use std::process::{Command, Stdio};
 
 use super::*;
+use crate::base::time::Timestamp;
 use crate::cloudstack::client::ClientOptions;
 use crate::cloudstack::request::ApiRequest;
 use crate::cloudstack::retry::RetryPolicy;
 use crate::cloudstack::transport::{RawResponse, Transport, TransportFuture};
-use crate::cycle::{ClusterOutcome, CycleError, CycleReport};
 use crate::diff::{Mismatch, Subject, VmRef};
+use crate::engine::cycle::{ClusterOutcome, CycleError, CycleReport};
 use crate::notify::DeliveryCounts;
-use crate::time::Timestamp;
 
 /// Runs `promtool check metrics` on `text`: Ok when it is silent and exits 0.
 fn promtool(text: &str) -> Result<(), String> {

@@ -14,21 +14,21 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::assemble::{Assembled, Verdict, assemble};
+use crate::base::error_chain::error_chain;
+use crate::base::time::Timestamp;
+use crate::base::untrusted::escaped;
+use crate::cks::naming::{ClusterPrefixes, NodeRole};
 use crate::cloudstack::client::Client;
 use crate::cloudstack::model::KubernetesCluster;
 use crate::config::Config;
+use crate::diff::identity::{Identity, host_label, identify};
+use crate::diff::wording::reason;
 use crate::diff::{GONE_EXPUNGED, GONE_MISSING, Mismatch, Policy, Subject, diff};
-use crate::error_chain::error_chain;
-use crate::identity::{Identity, host_label, identify};
+use crate::inventory::assemble::{Assembled, Verdict, assemble};
 use crate::inventory::{ClusterRecord, VmRow};
-use crate::naming::{ClusterPrefixes, NodeRole};
 use crate::remote::Readiness;
 use crate::snapshot::{ClusterSnapshot, NodeView, Owner, VanishedHow, Vm, VmState};
 use crate::state::{State, record_key, side_key};
-use crate::time::Timestamp;
-use crate::untrusted::escaped;
-use crate::wording::reason;
 
 /// One cluster, explained.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -388,7 +388,7 @@ fn vm_lines(
         } else {
             let created = vm
                 .created
-                .or_else(|| crate::naming::created_from_name(&vm.name));
+                .or_else(|| crate::cks::naming::created_from_name(&vm.name));
             (
                 None,
                 format!(
@@ -871,8 +871,9 @@ pub async fn run(config: &Config, wanted: &str, json: bool, out: &mut dyn Write)
     match explain(config, wanted, Timestamp::now()).await {
         Ok(e) => {
             let text = if json {
-                crate::untrusted::json_visible(serde_json::to_string_pretty(&e).unwrap_or_default())
-                    + "\n"
+                crate::base::untrusted::json_visible(
+                    serde_json::to_string_pretty(&e).unwrap_or_default(),
+                ) + "\n"
             } else {
                 to_text(&e)
             };
@@ -881,7 +882,7 @@ pub async fn run(config: &Config, wanted: &str, json: bool, out: &mut dyn Write)
         }
         Err(e) => {
             eprintln!("cks-drift: {}", error_chain(&e));
-            crate::report::exit::CANNOT_RUN
+            crate::front::report::exit::CANNOT_RUN
         }
     }
 }

@@ -134,7 +134,7 @@ pub fn blind_reason(label: Option<&str>, reason: Option<&str>) -> String {
         .lines()
         .next()
         .unwrap_or("");
-    let detail = crate::untrusted::shown(detail, 200);
+    let detail = crate::base::untrusted::shown(detail, 200);
     let what = match label {
         Some("host_key") => {
             "the SSH host key of the control node changed, which may mean a machine is posing as it: \
@@ -343,7 +343,7 @@ pub fn alertmanager_labels(
     owner: Option<&str>,
     m: &Mismatch,
 ) -> std::collections::BTreeMap<String, String> {
-    let value = |s: &str| crate::untrusted::shown(s, ALERTMANAGER_VALUE_MAX);
+    let value = |s: &str| crate::base::untrusted::shown(s, ALERTMANAGER_VALUE_MAX);
     let mut labels = std::collections::BTreeMap::new();
     labels.insert("alertname".to_string(), ALERTMANAGER_ALERTNAME.to_string());
     labels.insert("cluster".to_string(), value(cluster));
@@ -376,7 +376,7 @@ pub fn alertmanager_annotations(
     let mut out = std::collections::BTreeMap::new();
     out.insert(
         "summary".to_string(),
-        crate::untrusted::shown(
+        crate::base::untrusted::shown(
             &format!(
                 "{} in Kubernetes cluster {cluster}: {}",
                 m.kind.as_str(),
@@ -387,7 +387,7 @@ pub fn alertmanager_annotations(
     );
     out.insert(
         "description".to_string(),
-        crate::untrusted::shown(
+        crate::base::untrusted::shown(
             &format!(
                 "{}. Nothing was changed. {}",
                 reason(cluster, m),

@@ -5,13 +5,13 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::base::error_chain::error_chain;
+use crate::base::time::Timestamp;
 use crate::config::Config;
 use crate::database::Database;
 use crate::database::lock::Lock;
 use crate::engine::{Engine, Store};
-use crate::error_chain::error_chain;
-use crate::report::{self, exit};
-use crate::time::Timestamp;
+use crate::front::report::{self, exit};
 
 /// The version and the git commit the binary was built from (see `build.rs`).
 pub const VERSION: &str = env!("CKS_DRIFT_VERSION");
@@ -111,7 +111,7 @@ pub async fn main(cli: Cli) -> i32 {
             format,
         } => explain(&config, &cluster, format).await,
         Command::GenerateAssets { dir } => {
-            match crate::assets::write(&dir, <Cli as clap::CommandFactory>::command()) {
+            match crate::front::assets::write(&dir, <Cli as clap::CommandFactory>::command()) {
                 Ok(files) => {
                     for f in files {
                         println!("{}", f.display());
@@ -127,13 +127,13 @@ pub async fn main(cli: Cli) -> i32 {
 /// Logs only when `RUST_LOG` asks: these commands print their own results.
 fn quiet_logging() {
     if std::env::var_os("RUST_LOG").is_some() {
-        crate::logging::init("info", crate::config::LogFormat::Text);
+        crate::daemon::logging::init("info", crate::config::LogFormat::Text);
     }
 }
 
 async fn demo() -> i32 {
     quiet_logging();
-    match crate::demo::run(&mut std::io::stdout()).await {
+    match crate::front::demo::run(&mut std::io::stdout()).await {
         Ok(()) => 0,
         Err(e) => fail(error_chain(&e)),
     }
@@ -141,7 +141,7 @@ async fn demo() -> i32 {
 
 async fn validate_config(path: &std::path::Path, connect: bool) -> i32 {
     quiet_logging();
-    crate::validate::run(path, connect, &mut std::io::stdout()).await
+    crate::front::validate::run(path, connect, &mut std::io::stdout()).await
 }
 
 async fn explain(path: &std::path::Path, cluster: &str, format: Format) -> i32 {
@@ -150,7 +150,7 @@ async fn explain(path: &std::path::Path, cluster: &str, format: Format) -> i32 {
         Ok(c) => c,
         Err(e) => return fail(error_chain(&e)),
     };
-    crate::explain::run(
+    crate::front::explain::run(
         &config,
         cluster,
         format == Format::Json,
@@ -169,7 +169,7 @@ async fn check(path: &std::path::Path, format: Format, no_notify: bool) -> i32 {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    crate::logging::init(&config.log.level, config.log.format);
+    crate::daemon::logging::init(&config.log.level, config.log.format);
     // The state is locked before anything else, so a second instance stops here.
     let store = if no_notify {
         None
@@ -208,7 +208,7 @@ async fn check(path: &std::path::Path, format: Format, no_notify: bool) -> i32 {
     }
     let report = match &tick.report {
         Ok(r) => r,
-        Err(e) => return fail(crate::diagnose::cycle(e, &config.cloudstack.url)),
+        Err(e) => return fail(crate::front::diagnose::cycle(e, &config.cloudstack.url)),
     };
     let text = match format {
         Format::Text => {

@@ -48,7 +48,7 @@ fn escaping_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> +
     use tracing_subscriber::field::MakeExt;
     tracing_subscriber::fmt::format::debug_fn(|w, field, value| {
         let text = format!("{value:?}");
-        let text = crate::untrusted::escaped(&text);
+        let text = crate::base::untrusted::escaped(&text);
         if field.name() == "message" {
             write!(w, "{text}")
         } else {

@@ -14,10 +14,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::cloudstack::client::Client;
-use crate::cycle::{ClusterStatus, MapSource};
 use crate::database::lock::Role;
 use crate::diff::MismatchKind;
 use crate::engine::Tick;
+use crate::engine::cycle::{ClusterStatus, MapSource};
 
 /// The `Content-Type` of the exposition.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";

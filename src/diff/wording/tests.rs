@@ -98,7 +98,7 @@ fn longest_findings() -> Vec<Mismatch> {
         kind: MismatchKind::Blind,
         subject: Subject::Blind {
             reason: blind_reason(Some("host_key"), Some(&"k\x1b".repeat(200))),
-            since: crate::time::Timestamp::from_unix(1_800_000_000),
+            since: crate::base::time::Timestamp::from_unix(1_800_000_000),
         },
     });
     out
@@ -165,7 +165,7 @@ fn the_longest_texts_fit_cloudstack_and_keep_their_marker() {
                     Some("connect"),
                     Some(&format!("10.1.1.{i}:22: {}", "x".repeat(180))),
                 ),
-                since: crate::time::Timestamp::from_unix(1_800_000_000),
+                since: crate::base::time::Timestamp::from_unix(1_800_000_000),
             },
         });
     }

@@ -6,11 +6,11 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::cycle::{ClusterStatus, CycleReport};
+use crate::base::untrusted::escaped;
+use crate::diff::wording;
 use crate::diff::{Mismatch, MismatchKind, Subject};
+use crate::engine::cycle::{ClusterStatus, CycleReport};
 use crate::notify::DeliveryCounts;
-use crate::untrusted::escaped;
-use crate::wording;
 
 /// Exit codes of `check`.
 pub mod exit {
@@ -115,7 +115,7 @@ pub fn to_json(report: &CycleReport, new: Option<&NewKeys>) -> String {
         clusters,
         mismatches,
     };
-    crate::untrusted::json_visible(
+    crate::base::untrusted::json_visible(
         serde_json::to_string_pretty(&json).expect("the report serializes"),
     ) + "\n"
 }
@@ -255,7 +255,8 @@ pub fn exit_code(report: &CycleReport) -> i32 {
     if report.clusters.iter().any(|c| !c.mismatches.is_empty()) {
         exit::MISMATCHES
     } else if report.clusters.iter().any(|c| {
-        c.status == ClusterStatus::Partial || c.skip == Some(crate::cycle::SkipKind::ApiFailed)
+        c.status == ClusterStatus::Partial
+            || c.skip == Some(crate::engine::cycle::SkipKind::ApiFailed)
     }) {
         exit::PARTIAL
     } else {

@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::base::time::Timestamp;
 pub use crate::remote::Node;
-use crate::time::Timestamp;
 
 /// A VM state as CloudStack names it. Unknown states are kept verbatim.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -171,5 +171,5 @@ pub struct PreviousMap {
     pub nodes_failed: bool,
     /// When a listing of its nodes last ran (started, whatever its outcome); `None` when
     /// never. Listings run oldest first, so that every cluster gets its turn.
-    pub listed_at: Option<crate::time::Timestamp>,
+    pub listed_at: Option<crate::base::time::Timestamp>,
 }

@@ -11,14 +11,14 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tracing::{Instrument, debug, info, info_span};
 
-use crate::assemble::{Verdict, assemble};
+use crate::base::time::Timestamp;
 use crate::cloudstack::client::Client;
 use crate::diff::{Mismatch, Policy, diff};
+use crate::inventory::assemble::{Verdict, assemble};
 use crate::remote::NodeLister;
 use crate::snapshot::PreviousMap;
-use crate::time::Timestamp;
 
-pub use crate::assemble::SkipKind;
+pub use crate::inventory::assemble::SkipKind;
 pub use crate::inventory::{CycleError, MapSource};
 
 /// What a cycle needs besides its sources.
@@ -142,7 +142,11 @@ pub async fn run_cycle(
 }
 
 /// One assembled cluster, compared.
-fn outcome(a: crate::assemble::Assembled, policy: &Policy, now: Timestamp) -> ClusterOutcome {
+fn outcome(
+    a: crate::inventory::assemble::Assembled,
+    policy: &Policy,
+    now: Timestamp,
+) -> ClusterOutcome {
     let mut outcome = ClusterOutcome {
         id: a.id,
         name: a.name,
@@ -190,8 +194,8 @@ mod tests {
     use crate::remote::SshTarget;
 
     use crate::cloudstack::client::ClientOptions;
-    use crate::demo::SimTransport;
     use crate::diff::MismatchKind;
+    use crate::front::demo::SimTransport;
     use crate::remote::{NodeListError, NodeListFuture};
     use crate::snapshot::Node;
     use cks_drift_sim::{NodeRole as SimRole, Sim, SimTime, World};
@@ -598,7 +602,7 @@ mod tests {
         assert!(flood.mismatches.is_empty());
         assert_eq!(report.clusters[1].status, ClusterStatus::Checked);
         // Up to twice the VMs and 20 more are compared.
-        assert!(!crate::assemble::implausible(26, 3));
-        assert!(crate::assemble::implausible(27, 3));
+        assert!(!crate::inventory::assemble::implausible(26, 3));
+        assert!(crate::inventory::assemble::implausible(27, 3));
     }
 }

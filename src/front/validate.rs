@@ -17,11 +17,11 @@ use crate::cloudstack::http::{HttpTransport, read_ca_bundle};
 use crate::cloudstack::model::KubernetesCluster;
 use crate::cloudstack::release::Release;
 use crate::cloudstack::retry::RetryPolicy;
+use crate::config::secret_file;
 use crate::config::{Config, ConfigError, DEFAULT_COMMAND, parse_duration};
-use crate::diagnose;
+use crate::front::diagnose;
 use crate::remote::NodeLister;
 use crate::remote::ssh::{SshNodeLister, load_private_key, remote_command};
-use crate::secret_file;
 
 /// Grace periods shorter than this are warned about.
 pub const SHORT_GRACE: Duration = Duration::from_secs(5 * 60);
@@ -110,7 +110,7 @@ pub fn check_text(
     findings.extend(permission_warnings(&raw, path, env));
     if let Some(c) = &config {
         findings.extend(
-            crate::ignore::expiry_warnings(&c.ignore, crate::time::Timestamp::now())
+            crate::state::ignore::expiry_warnings(&c.ignore, crate::base::time::Timestamp::now())
                 .into_iter()
                 .map(|(key, message)| Finding::warning(&key, message)),
         );
@@ -137,12 +137,12 @@ pub fn unmatched_rules(
                     .chain(c.nodes.values())
                     .filter_map(crate::state::Reported::mismatch)
                     .any(|m| {
-                        crate::ignore::matches(
+                        crate::state::ignore::matches(
                             &rule,
                             id,
                             &c.name,
                             &m,
-                            crate::time::Timestamp::from_unix(0),
+                            crate::base::time::Timestamp::from_unix(0),
                         )
                     })
             })
@@ -204,7 +204,7 @@ fn file_errors(raw: &Raw<'_>) -> Vec<Finding> {
     if let Some(path) = raw.path("ssh.private_key")
         && let Err(e) = load_private_key(path)
     {
-        let text = crate::error_chain::error_chain(&e);
+        let text = crate::base::error_chain::error_chain(&e);
         let text = text.strip_prefix("ssh.private_key: ").unwrap_or(&text);
         out.push(Finding::error("ssh.private_key", text));
     }
@@ -506,7 +506,7 @@ async fn server_release(api: &Client, url: &str) -> Result<(Finding, Option<Rele
         ));
     }
     let release = Release::parse(&version);
-    let version = crate::untrusted::shown(&version, 64);
+    let version = crate::base::untrusted::shown(&version, 64);
     let Some(release) = release else {
         return Err(Finding::error(
             "cloudstack release",
@@ -551,9 +551,9 @@ async fn key_holder(api: &Client, api_key: &str) -> Result<Finding, Finding> {
                 "cloudstack key",
                 format!(
                     "held by user {} of account {}, role {} (type Admin)",
-                    crate::untrusted::shown(user.username.as_deref().unwrap_or(&user.id), 80),
-                    crate::untrusted::shown(user.account.as_deref().unwrap_or("?"), 80),
-                    crate::untrusted::shown(user.rolename.as_deref().unwrap_or("?"), 80),
+                    crate::base::untrusted::shown(user.username.as_deref().unwrap_or(&user.id), 80),
+                    crate::base::untrusted::shown(user.account.as_deref().unwrap_or("?"), 80),
+                    crate::base::untrusted::shown(user.rolename.as_deref().unwrap_or("?"), 80),
                 ),
             )),
         },
@@ -561,7 +561,7 @@ async fn key_holder(api: &Client, api_key: &str) -> Result<Finding, Finding> {
             "cloudstack key",
             format!(
                 "cannot tell the type of the key's role ({}); it must be Admin, or cks-drift's own annotations are not read back and other domains' clusters are not checked: allow getUser to the role, or check its type by hand",
-                crate::error_chain::error_chain(&e)
+                crate::base::error_chain::error_chain(&e)
             ),
         )),
     }
@@ -671,7 +671,10 @@ pub async fn connect(config: &Config) -> Vec<Finding> {
     let lister = match SshNodeLister::new(&config.ssh) {
         Ok(l) => l,
         Err(e) => {
-            out.push(Finding::error("ssh", crate::error_chain::error_chain(&e)));
+            out.push(Finding::error(
+                "ssh",
+                crate::base::error_chain::error_chain(&e),
+            ));
             return out;
         }
     };
@@ -732,7 +735,7 @@ pub fn cluster_rule_warnings(
         }
         let named: Vec<&KubernetesCluster> = clusters.iter().filter(|c| c.name == want).collect();
         let key = format!("ignore[{}].cluster", rule.number);
-        let want = crate::untrusted::shown(want, 80);
+        let want = crate::base::untrusted::shown(want, 80);
         match named.len() {
             0 => out.push(Finding::warning(
                 &key,
@@ -861,9 +864,9 @@ pub async fn run(path: &Path, connect_too: bool, out: &mut dyn Write) -> i32 {
     text.push('\n');
     let _ = out.write_all(text.as_bytes());
     if has_errors(&findings) {
-        crate::report::exit::CANNOT_RUN
+        crate::front::report::exit::CANNOT_RUN
     } else {
-        crate::report::exit::MATCHES
+        crate::front::report::exit::MATCHES
     }
 }
 

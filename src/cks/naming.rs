@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use crate::time::Timestamp;
+use crate::base::time::Timestamp;
 
 /// The role a VM name says it has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

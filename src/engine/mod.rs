@@ -2,17 +2,21 @@
 //! dedupe step to the state, write the state, then deliver the notifications and write the
 //! state again. Without a state (`check --no-notify`) it only runs the cycle.
 
+pub mod cycle;
+pub mod takeover;
+
 use std::sync::Arc;
 
 use tracing::{error, info, warn};
 
+use crate::base::error_chain::error_chain;
+use crate::base::time::Timestamp;
 use crate::cloudstack::client::Client;
 use crate::cloudstack::error::ApiError;
 use crate::config::Config;
-use crate::cycle::{ClusterStatus, CycleError, CycleReport, CycleSettings, run_cycle};
 use crate::database::lock::{Lock, Role};
 use crate::diff::{MismatchKind, Policy};
-use crate::error_chain::error_chain;
+use crate::engine::cycle::{ClusterStatus, CycleError, CycleReport, CycleSettings, run_cycle};
 use crate::notify::alertmanager::{Alertmanager, active_for, firing};
 use crate::notify::{DeliveryCounts, DeliverySettings, deliver};
 use crate::remote::NodeLister;
@@ -22,7 +26,6 @@ use crate::state::file::{StateError, StateFile};
 use crate::state::step::{
     Coverage, NewKeys, Observed, StepSettings, StormChange, previous_maps, step,
 };
-use crate::time::Timestamp;
 
 /// The persisted state and its (locked) file.
 #[derive(Debug)]
@@ -124,7 +127,7 @@ impl Engine {
             );
         }
         // Secrets others may read: warned at every start, as `validate-config` warns.
-        let allowed = crate::secret_file::allowed();
+        let allowed = crate::config::secret_file::allowed();
         let private_key = (
             "ssh.private_key".to_string(),
             config.ssh.private_key.clone(),
@@ -135,19 +138,28 @@ impl Engine {
             } else {
                 "holds a secret"
             };
-            if let Some(access) = crate::secret_file::access(path)
-                && let Some(stranger) = crate::secret_file::readers_beyond(&access, &allowed)
+            if let Some(access) = crate::config::secret_file::access(path)
+                && let Some(stranger) =
+                    crate::config::secret_file::readers_beyond(&access, &allowed)
             {
                 tracing::warn!(
                     "{key}: {}",
-                    crate::secret_file::warning(path, what, access.mode, &stranger, &allowed)
+                    crate::config::secret_file::warning(
+                        path,
+                        what,
+                        access.mode,
+                        &stranger,
+                        &allowed
+                    )
                 );
             }
         }
         if config.ssh.host_key_policy == crate::config::HostKeyPolicy::Off {
             tracing::warn!("ssh.host_key_policy {}", crate::config::HOST_KEYS_OFF);
         }
-        for (key, message) in crate::ignore::expiry_warnings(&config.ignore, Timestamp::now()) {
+        for (key, message) in
+            crate::state::ignore::expiry_warnings(&config.ignore, Timestamp::now())
+        {
             tracing::warn!("{key} {message}");
         }
         let api = Client::new(&config.cloudstack).map_err(|e| error_chain(&e))?;
@@ -251,8 +263,13 @@ impl Engine {
                         .mismatches
                         .iter()
                         .filter_map(|m| {
-                            let rule =
-                                crate::ignore::first_match(&self.ignore, &c.id, &c.name, m, now)?;
+                            let rule = crate::state::ignore::first_match(
+                                &self.ignore,
+                                &c.id,
+                                &c.name,
+                                m,
+                                now,
+                            )?;
                             Some((
                                 m.key().to_string(),
                                 format!("rule {}: {}", rule.number, rule.reason),
@@ -290,7 +307,7 @@ impl Engine {
             ignored: Default::default(),
         };
         if tick.report.is_ok() && store.recover {
-            match crate::takeover::recover(&self.api, &mut store.state, now).await {
+            match crate::engine::takeover::recover(&self.api, &mut store.state, now).await {
                 Ok(_) => store.recover = false,
                 Err(e) => {
                     // Deciding without it would alert again everything already alerted.
@@ -409,8 +426,8 @@ impl Engine {
 /// expired; one INFO per finding a rule matches from now on.
 fn log_ignore_changes(
     rules: &[crate::config::IgnoreRule],
-    unignored: &[(String, String, crate::ignore::Ignored)],
-    newly: &[(String, String, crate::ignore::Ignored)],
+    unignored: &[(String, String, crate::state::ignore::Ignored)],
+    newly: &[(String, String, crate::state::ignore::Ignored)],
     now: Timestamp,
 ) {
     for (cluster_id, key, was) in unignored {
@@ -458,10 +475,10 @@ pub fn observe(
                 .mismatches
                 .iter()
                 .filter_map(|m| {
-                    let rule = crate::ignore::first_match(rules, &c.id, &c.name, m, now)?;
+                    let rule = crate::state::ignore::first_match(rules, &c.id, &c.name, m, now)?;
                     Some((
                         crate::state::side_key(&m.key()),
-                        crate::ignore::Ignored::of(rule),
+                        crate::state::ignore::Ignored::of(rule),
                     ))
                 })
                 .collect(),
@@ -474,7 +491,7 @@ pub fn observe(
                 ClusterStatus::Skipped => Coverage::None,
             },
             blind_reason: (c.status == ClusterStatus::Partial)
-                .then(|| crate::wording::blind_reason(c.node_failure, c.reason.as_deref())),
+                .then(|| crate::diff::wording::blind_reason(c.node_failure, c.reason.as_deref())),
             listed: c.status != ClusterStatus::Skipped
                 && c.node_failure != Some(crate::inventory::NOT_STARTED),
             mismatches: std::mem::take(&mut c.mismatches),

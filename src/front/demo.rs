@@ -22,18 +22,18 @@ use cks_drift_sim::{
     ClusterSpec, NetworkLayout, NodeRole, Sim, SimTime, World, cks_hex, node_name_prefix,
 };
 
+use crate::base::error_chain::error_chain;
+use crate::base::time::Timestamp;
 use crate::cloudstack::client::{Client, ClientOptions};
-use crate::cycle::CycleSettings;
 use crate::diff::Policy;
+use crate::engine::cycle::CycleSettings;
 use crate::engine::{Engine, Store, Tick};
-use crate::error_chain::error_chain;
+use crate::front::report;
 use crate::notify::DeliverySettings;
 use crate::remote::{NodeListError, NodeListFuture, NodeLister, Readiness, SshTarget};
-use crate::report;
 use crate::snapshot::Node;
 use crate::state::file::{StateError, StateFile};
 use crate::state::step::StepSettings;
-use crate::time::Timestamp;
 
 /// The simulated clock at the first cycle.
 pub const START: &str = "2026-05-04T09:00:00Z";
@@ -306,7 +306,7 @@ struct Stored {
 impl Stored {
     /// The mismatch key in the text's closing marker.
     fn key(&self) -> &str {
-        crate::wording::marked_key(&self.text).unwrap_or(&self.text)
+        crate::diff::wording::marked_key(&self.text).unwrap_or(&self.text)
     }
 }
 

@@ -18,14 +18,14 @@ use std::collections::{BTreeMap, HashSet};
 
 use tracing::info;
 
+use crate::base::time::Timestamp;
 use crate::cloudstack::client::Client;
 use crate::cloudstack::error::ApiError;
 use crate::cloudstack::model::{Alert, Annotation};
+use crate::diff::wording::{marked_key, marker_parts};
 use crate::diff::{FindingKey, Mismatch, MismatchKind, Subject, VmRef};
 use crate::notify::alerts::ALERT_NAME;
 use crate::state::{AlertRecord, Reported, STORM_SCOPE, State, Storm, record_key, side_key};
-use crate::time::Timestamp;
-use crate::wording::{marked_key, marker_parts};
 
 /// What was read back.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -344,13 +344,17 @@ mod tests {
             subject: Subject::Node(node.into()),
         };
         let (a, b) = (m("fake-1"), m("fake-2"));
-        let text =
-            crate::wording::summary_description("web", "c1", "summary:20270115T080000Z", &[&a, &b]);
+        let text = crate::diff::wording::summary_description(
+            "web",
+            "c1",
+            "summary:20270115T080000Z",
+            &[&a, &b],
+        );
         assert_eq!(
             summary_marker_parts(&text),
             Some((
                 "c1",
-                crate::wording::marked_key(&text).unwrap(),
+                crate::diff::wording::marked_key(&text).unwrap(),
                 vec![
                     "node_without_vm:fake-1".to_string(),
                     "node_without_vm:fake-2".to_string()

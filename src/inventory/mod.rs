@@ -7,7 +7,7 @@
 //! VMs are listed; without one, or when it fails, they are probed through the API.
 //!
 //! I/O only: which clusters are checked and where SSH goes come from `cks`, and turning the
-//! inventory into snapshots is the pure `assemble`. Nothing here changes anything in
+//! inventory into snapshots is the pure `assemble` beside it. Nothing here changes anything in
 //! CloudStack.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -25,6 +25,7 @@ use crate::database::map::{DbMap, DbRow, MapVm, Uuid};
 use crate::remote::NodeLister;
 use crate::snapshot::{NodeView, PreviousMap, VanishedHow, VanishedVm};
 
+pub mod assemble;
 mod record;
 
 pub use record::{ClusterRecord, Owners, VmId, VmRow};
@@ -389,7 +390,7 @@ async fn list_vms(
     owners: &Owners,
 ) -> Result<Vec<VmRow>, CycleError> {
     let keep = |vm: VirtualMachine| {
-        (!crate::naming::split(&vm.name).is_empty() || known.contains(vm.id.as_str()))
+        (!crate::cks::naming::split(&vm.name).is_empty() || known.contains(vm.id.as_str()))
             .then(|| VmRow::listed(vm, owners))
     };
     api.list_map::<VirtualMachine, _, _>(

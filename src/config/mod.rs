@@ -2,6 +2,8 @@
 //! of the program uses (`Duration`s, paths, secrets). `Config::from_toml` turns one into the
 //! other and reports every problem with its full key.
 
+pub mod secret_file;
+
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -360,7 +362,7 @@ pub struct IgnoreRule {
     /// Node name.
     pub node: Option<String>,
     pub reason: String,
-    pub expires: Option<crate::time::Timestamp>,
+    pub expires: Option<crate::base::time::Timestamp>,
     pub by: Option<String>,
 }
 
@@ -369,7 +371,7 @@ const IGNORE_FIELDS: [&str; 7] = ["cluster", "kind", "vm", "node", "reason", "ex
 
 /// `expires`: an RFC 3339 date-time, or a date alone (its midnight UTC); a TOML date-time or a
 /// string.
-pub fn parse_expiry(value: &toml::Value) -> Result<crate::time::Timestamp, String> {
+pub fn parse_expiry(value: &toml::Value) -> Result<crate::base::time::Timestamp, String> {
     const HOW: &str = "give an RFC 3339 date-time such as 2026-12-31T00:00:00Z, or a date such as 2026-12-31 (its midnight UTC)";
     let text = match value {
         toml::Value::String(s) => s.trim().to_string(),
@@ -389,7 +391,7 @@ pub fn parse_expiry(value: &toml::Value) -> Result<crate::time::Timestamp, Strin
     let zoned = full.ends_with('Z')
         || full.ends_with('z')
         || full.len() > 19 && matches!(full.as_bytes()[full.len() - 6], b'+' | b'-');
-    match crate::time::Timestamp::parse(&full) {
+    match crate::base::time::Timestamp::parse(&full) {
         Some(t) if zoned => Ok(t),
         Some(_) => Err(format!("is {text:?}, which has no time zone; {HOW}")),
         None => Err(format!("is {text:?}; {HOW}")),
@@ -873,7 +875,7 @@ impl Reader<'_> {
             Err(e) => {
                 let why = match e.kind() {
                     std::io::ErrorKind::PermissionDenied => {
-                        crate::secret_file::permission_denied(path)
+                        crate::config::secret_file::permission_denied(path)
                     }
                     std::io::ErrorKind::NotFound => format!(
                         "no such file; create it holding {} and nothing else, readable by the service alone: install -m 0640 -g cks-drift /dev/null {p}, then write the value into it",
@@ -1273,7 +1275,7 @@ impl Config {
                     "no such file; pass the right path with -c (the package installs /etc/cks-drift/cks-drift.toml; in a source tree, start from config/cks-drift.toml)"
                         .into()
                 }
-                std::io::ErrorKind::PermissionDenied => crate::secret_file::permission_denied(path),
+                std::io::ErrorKind::PermissionDenied => crate::config::secret_file::permission_denied(path),
                 _ => e.to_string(),
             },
         })?;

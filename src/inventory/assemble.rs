@@ -5,8 +5,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use crate::cks::naming::{NameIndex, NodeRole};
 use crate::inventory::{Inventory, Reread, VmId, VmRow};
-use crate::naming::{NameIndex, NodeRole};
 use crate::snapshot::{ClusterSnapshot, NodeView, Vm};
 
 /// Why a cluster was skipped; decides what dedupe may do with its earlier findings.
@@ -167,9 +167,9 @@ pub fn assemble(inventory: Inventory) -> impl Iterator<Item = Assembled> {
                         skipped(SkipKind::ApiFailed, format!("an API call failed: {e}"))
                     }
                     gone => {
-                        let etcd_prefix = crate::naming::etcd_prefix(&info.name, &info.id);
+                        let etcd_prefix = crate::cks::naming::etcd_prefix(&info.name, &info.id);
                         let is_etcd_name = |name: &str| {
-                            crate::naming::split(name)
+                            crate::cks::naming::split(name)
                                 .iter()
                                 .any(|(p, r)| *r == NodeRole::Etcd && *p == etcd_prefix)
                         };

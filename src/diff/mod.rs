@@ -5,14 +5,17 @@
 //! two additions: map rows the API hides can only show as a count gap, and a node is matched to
 //! a VM by its identity (system UUID or provider ID, see `identity`) before its name.
 
+pub mod identity;
+pub mod wording;
+
 use std::collections::HashSet;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::identity::{Identity, host_label, identify};
+use crate::base::time::Timestamp;
+use crate::diff::identity::{Identity, host_label, identify};
 use crate::snapshot::{ClusterSnapshot, NodeView, VanishedHow, Vm, VmState};
-use crate::time::Timestamp;
 
 /// What the comparison may tolerate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -307,7 +310,7 @@ pub fn diff(snap: &ClusterSnapshot, policy: &Policy, now: Timestamp) -> Vec<Mism
     for vm in &unmapped {
         let created = vm
             .created
-            .or_else(|| crate::naming::created_from_name(&vm.name));
+            .or_else(|| crate::cks::naming::created_from_name(&vm.name));
         if created.is_some_and(|t| t > cutoff) {
             continue;
         }

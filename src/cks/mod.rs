@@ -3,6 +3,8 @@
 //! are skipped, and where SSH goes and as whom. Pure functions of what the API answered;
 //! the cycle, `validate-config`, the demo and the benchmark all use them.
 
+pub mod naming;
+
 use crate::cloudstack::model::{KubernetesCluster, Network, VirtualMachine};
 use crate::remote::SshTarget;
 use crate::snapshot::{ClusterInfo, Owner};
@@ -143,7 +145,7 @@ pub fn login_target(
             return Err(format!(
                 "the controlNodeLoginUser detail of the cluster's first VM is not a plain user \
                  name (\"{}\"); cks-drift does not log in as it",
-                crate::untrusted::shown(u, 64)
+                crate::base::untrusted::shown(u, 64)
             ));
         }
         Some(u) => u.to_string(),

@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use cks_drift_sim::{Sim, SimTime};
 
+use crate::base::time::Timestamp;
 use crate::cloudstack::request::ApiRequest;
 use crate::cloudstack::transport::{RawResponse, Transport, TransportFuture};
-use crate::time::Timestamp;
 
 /// A transport that answers from a [`Sim`] in memory. It sleeps for the simulator's latency,
 /// so it needs no deadline of its own beyond that.

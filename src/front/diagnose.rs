@@ -8,10 +8,10 @@
 use std::error::Error;
 use std::fmt;
 
+use crate::base::error_chain::error_chain;
 use crate::cloudstack::error::ApiError;
 use crate::cloudstack::transport::TransportError;
-use crate::cycle::CycleError;
-use crate::error_chain::error_chain;
+use crate::engine::cycle::CycleError;
 use crate::remote::NodeListError;
 
 /// The step of reaching CloudStack or a control node that failed.
