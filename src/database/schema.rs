@@ -71,7 +71,7 @@ pub fn judge(columns: &BTreeMap<String, BTreeSet<String>>) -> Result<Schema, Str
         let Some(has) = columns.get(*table) else {
             return Err(format!(
                 "the table {table} is not visible to this user: grant it SELECT on {table} \
-                 (see the README), or check that the URL names CloudStack's database (cloud)"
+                 (see docs/database.md), or check that the URL names CloudStack's database (cloud)"
             ));
         };
         if let Some(missing) = needed.iter().find(|c| !has.contains(**c)) {

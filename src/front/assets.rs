@@ -92,7 +92,8 @@ Check it with \fBcks\-drift validate\-config \-\-connect\fR.
 Of \fBcheck\fR: 0 when every checked cluster matches, 1 when mismatches are open, 2 when the
 check could not run, 3 when a cluster was compared only in part.
 .SH "SEE ALSO"
-\fI/usr/share/doc/cks\-drift/README.md\fR
+\fI/usr/share/doc/cks\-drift/README.md\fR, and the documents it links in
+\fI/usr/share/doc/cks\-drift/docs/\fR
 "#;
 
 /// The top page: clap's sections, then files, exit status and where the rest is.

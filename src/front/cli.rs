@@ -56,7 +56,13 @@ pub enum Command {
     },
     /// Show a check at work: three cycles against a built-in simulated CloudStack, with no
     /// setup, no network and no file outside a temporary folder.
-    Demo,
+    Demo {
+        /// Serve the simulated cloud on loopback instead (its API, and its control nodes over
+        /// SSH), with a config to try `check`, `explain`, `validate-config --connect` and `run`
+        /// against; until Ctrl-C.
+        #[arg(long)]
+        serve: bool,
+    },
     /// One cluster's map rows, VMs and Kubernetes nodes side by side: which rule made each
     /// finding or why a thing is not one, and what has been reported. Sends nothing.
     Explain {
@@ -103,7 +109,7 @@ pub async fn main(cli: Cli) -> i32 {
                 Err(e) => fail(error_chain(&e)),
             }
         }
-        Command::Demo => demo().await,
+        Command::Demo { serve } => demo(serve).await,
         Command::ValidateConfig { config, connect } => validate_config(&config, connect).await,
         Command::Explain {
             cluster,
@@ -131,11 +137,20 @@ fn quiet_logging() {
     }
 }
 
-async fn demo() -> i32 {
+async fn demo(serve: bool) -> i32 {
     quiet_logging();
-    match crate::front::demo::run(&mut std::io::stdout()).await {
+    let outcome = if serve {
+        crate::front::demo::serve(&mut std::io::stdout())
+            .await
+            .map_err(|e| error_chain(&e))
+    } else {
+        crate::front::demo::run(&mut std::io::stdout())
+            .await
+            .map_err(|e| error_chain(&e))
+    };
+    match outcome {
         Ok(()) => 0,
-        Err(e) => fail(error_chain(&e)),
+        Err(e) => fail(e),
     }
 }
 

@@ -7,8 +7,10 @@
 //! engine's, exactly as `check` and `run` use them. The client reaches the simulated
 //! CloudStack (the `cks-drift-sim` crate) through `sim_transport`.
 
+mod serve;
 mod sim_transport;
 
+pub use serve::serve;
 pub use sim_transport::SimTransport;
 
 use std::collections::HashMap;
@@ -149,6 +151,13 @@ impl Scenario {
     /// skipped), `edge` (ExternalManaged, skipped) and `analytics` (project-owned, on a Shared
     /// network, healthy). Every node list is as kubectl would print it.
     pub fn build(now: Timestamp) -> Scenario {
+        Scenario::build_with(now, NetworkLayout::Shared)
+    }
+
+    /// [`Scenario::build`] with analytics on a network of the given layout: served over real
+    /// SSH (`demo --serve`), its control node answers on port 2222 like the others', as
+    /// port 22 is the machine's own.
+    pub fn build_with(now: Timestamp, analytics_layout: NetworkLayout) -> Scenario {
         let now = SimTime::from(now);
         let mut w = World::new(now);
         let engineering = w.add_domain("engineering");
@@ -165,7 +174,7 @@ impl Scenario {
         edge.clustertype = Some("ExternalManaged".into());
         w.add_cluster_with(edge);
         let mut analytics = ClusterSpec::new("analytics", analytics_project, 1, 1, 0);
-        analytics.layout = NetworkLayout::Shared;
+        analytics.layout = analytics_layout;
         analytics.age = 90 * DAY;
         let analytics = w.add_cluster_with(analytics);
 
@@ -232,7 +241,13 @@ impl Scenario {
             ),
             (
                 "analytics".into(),
-                "project analytics, Shared network (SSH on port 22), 1 + 1".into(),
+                match analytics_layout {
+                    NetworkLayout::Shared => {
+                        "project analytics, Shared network (SSH on port 22), 1 + 1"
+                    }
+                    _ => "project analytics, 1 control node + 1 worker",
+                }
+                .into(),
             ),
         ];
         w.caller_api_key = DEMO_API_KEY.to_string();

@@ -75,7 +75,7 @@ fn vm_state(m: &Mismatch) -> Option<String> {
     }
 }
 
-/// The JSON report (see the README for the schema). `new` marks mismatches first reported
+/// The JSON report (see docs/commands.md for the schema). `new` marks mismatches first reported
 /// by this cycle; it is omitted when the check ran without state.
 pub fn to_json(report: &CycleReport, new: Option<&NewKeys>) -> String {
     let clusters = report

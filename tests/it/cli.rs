@@ -235,6 +235,88 @@ async fn demo_shows_three_cycles_and_exits_0() {
     assert!(!third.contains("Mismatches"), "{third}");
 }
 
+/// `demo --serve`: the demo's cloud served on loopback (its API over HTTP, each control node's
+/// SSH), with a config the other commands run against as printed; Ctrl-C stops it and removes
+/// its folder.
+#[tokio::test]
+async fn demo_serve_gives_a_cloud_that_check_explain_and_validate_config_run_against() {
+    use std::io::{BufRead, BufReader};
+    let mut server = std::process::Command::new(crate::support::cloud::binary())
+        .args(["demo", "--serve"])
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start cks-drift demo --serve");
+    let stdout = server.stdout.take().expect("its standard output");
+    let (config, printed) = tokio::task::spawn_blocking(move || {
+        let mut printed = String::new();
+        for line in BufReader::new(stdout).lines() {
+            let line = line.expect("read what it prints");
+            printed.push_str(&line);
+            printed.push('\n');
+            if let Some(path) = line.strip_prefix("config") {
+                return (PathBuf::from(path.trim()), printed);
+            }
+        }
+        panic!("no config line in:\n{printed}");
+    })
+    .await
+    .unwrap();
+    for cluster in ["web", "db", "analytics"] {
+        assert!(
+            printed.contains(&format!("Kubernetes nodes): cluster {cluster}\n")),
+            "{printed}"
+        );
+    }
+    let c = config.to_str().unwrap();
+    let validate = cks_drift(&["validate-config", "-c", c, "--connect"]).await;
+    assert_eq!(validate.code, 0, "{validate:?}");
+    assert!(
+        validate.stdout.contains(
+            "ok: ssh: cluster web, cloud@127.42.0.10:2222: ssh.command listed 3 nodes, 3 with a system UUID or provider ID; 3 of them Ready"
+        ),
+        "{validate:?}"
+    );
+    let check = cks_drift(&["check", "-c", c, "--no-notify"]).await;
+    assert_eq!(check.code, 1, "mismatches found: {check:?}");
+    assert!(
+        check
+            .stdout
+            .contains("5 clusters (3 checked, 0 partial, 2 skipped), 4 mismatches"),
+        "{check:?}"
+    );
+    for kind in [
+        "mapped_vm",
+        "unmapped_vm",
+        "node_without_vm",
+        "vm_not_a_node",
+    ] {
+        assert!(
+            check.stdout.contains(&format!("  db  {kind}  ")),
+            "{kind}: {check:?}"
+        );
+    }
+    let explain = cks_drift(&["explain", "-c", c, "db"]).await;
+    assert_eq!(explain.code, 0, "{explain:?}");
+    assert!(explain.stdout.contains("\nFindings: 4\n"), "{explain:?}");
+
+    let interrupt = std::process::Command::new("kill")
+        .args(["-INT", &server.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(interrupt.success());
+    let status = tokio::task::spawn_blocking(move || server.wait())
+        .await
+        .unwrap()
+        .expect("wait for it");
+    assert!(status.success(), "{status:?}");
+    assert!(
+        !config.exists(),
+        "its folder is removed: {}",
+        config.display()
+    );
+}
+
 #[tokio::test]
 async fn validate_config_accepts_a_good_config() {
     let dir = tempfile::tempdir().unwrap();

@@ -23,7 +23,7 @@ use crate::support::sshd::free_port;
 
 /// The uid and gid the image runs as (config/Containerfile).
 const UID: u32 = 10001;
-/// The stop timeout the README, the Containerfile and the Quadlet unit give it.
+/// The stop timeout docs/service.md, the Containerfile and the Quadlet unit give it.
 const STOP_TIMEOUT: Duration = Duration::from_secs(20);
 /// Deadline for anything the container should do within a few 1 s cycles.
 const SOON: Duration = Duration::from_secs(30);
@@ -283,13 +283,14 @@ async fn the_image_runs_as_a_read_only_sidecar_and_keeps_its_state_across_a_rest
     let dir = cloud.dir.path().join("container");
     let state = dir.join("state");
     std::fs::create_dir_all(&state).unwrap();
-    // The state folder belongs to the image's user, mode 0700, as the README says to make it.
+    // The state folder belongs to the image's user, mode 0700, as docs/service.md ("As a
+    // container sidecar") says to make it.
     std::os::unix::fs::chown(&state, Some(UID), Some(UID)).unwrap();
     std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
     let config = dir.join("cks-drift.toml");
     std::fs::write(&config, container_config(&cloud, port)).unwrap();
     std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
-    // The SSH key: a copy the image's user owns, read-only (the README also shows an ACL).
+    // The SSH key: a copy the image's user owns, read-only (docs/service.md also shows an ACL).
     let key = owned_file(
         &dir.join("id_rsa"),
         &std::fs::read(cloud.dir.path().join("client_key")).unwrap(),
@@ -460,8 +461,9 @@ async fn the_image_runs_as_a_read_only_sidecar_and_keeps_its_state_across_a_rest
         "healthy"
     );
 
-    // The README's check, inside as the image's user: the mounted key files and SSH key are
-    // readable and keep to the rule for files holding secrets, the API and SSH answer.
+    // The check docs/service.md ("As a container sidecar") runs, inside as the image's user:
+    // the mounted key files and SSH key are readable and keep to the rule for files holding
+    // secrets, the API and SSH answer.
     let (code, stdout, stderr) =
         podman(&["exec", &name, "cks-drift", "validate-config", "--connect"]).await;
     let said = format!("{stdout}{stderr}");

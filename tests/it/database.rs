@@ -597,7 +597,7 @@ async fn validate_config_connect_checks_the_login_the_schema_the_grants_and_the_
     assert_eq!(code, 0, "{lines:?}");
     assert!(
         lines.iter().any(|l| l
-            == "warning: database: wide may also INSERT, UPDATE: cks-drift only reads, so give it a user with SELECT on kubernetes_cluster, kubernetes_cluster_vm_map and vm_instance alone (see the README)"),
+            == "warning: database: wide may also INSERT, UPDATE: cks-drift only reads, so give it a user with SELECT on kubernetes_cluster, kubernetes_cluster_vm_map and vm_instance alone (see docs/database.md)"),
         "{lines:?}"
     );
     std::fs::write(&password, "not-the-password").unwrap();

@@ -184,7 +184,7 @@ fn the_longest_texts_fit_cloudstack_and_keep_their_marker() {
     );
 }
 
-/// The figures the README gives: the longest length each text can reach.
+/// The figures docs/how-it-checks.md gives: the longest length each text can reach.
 #[test]
 fn longest_lengths() {
     let cluster = hostile_cluster_name();

@@ -58,8 +58,8 @@ pub async fn connect(settings: &DatabaseSettings) -> Vec<Finding> {
                 "database",
                 format!(
                     "{} may also {}: cks-drift only reads, so give it a user with SELECT on \
-                     kubernetes_cluster, kubernetes_cluster_vm_map and vm_instance alone (see the \
-                     README)",
+                     kubernetes_cluster, kubernetes_cluster_vm_map and vm_instance alone (see \
+                     docs/database.md)",
                     settings.user,
                     broader.join("; ")
                 ),
