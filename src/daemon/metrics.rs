@@ -244,29 +244,39 @@ impl Metrics {
         };
         let f = lock(&self.families);
         let mut out = String::new();
+        self.render_instance(&mut out);
+        self.render_cycles(&mut out, &f);
+        render_last_cycle(&mut out, &f);
+        render_traffic(&mut out, &f, &api_totals);
+        render_finding_states(&mut out, &f);
+        self.render_queue(&mut out);
+        out
+    }
 
+    /// Whether this instance checks at all: `check.enabled`, its role and the database lock.
+    fn render_instance(&self, out: &mut String) {
         header(
-            &mut out,
+            out,
             "cks_drift_check_enabled",
             "gauge",
             "1 while checking is on (check.enabled), 0 while it is off.",
         );
         let enabled = u64::from(self.check_enabled.load(Ordering::Relaxed));
-        sample(&mut out, "cks_drift_check_enabled", &[], enabled);
+        sample(out, "cks_drift_check_enabled", &[], enabled);
 
         header(
-            &mut out,
+            out,
             "cks_drift_role",
             "gauge",
             "1 for the role this instance has: active (it checks and notifies; always, without [database]) or standby (another instance holds the lock in the CloudStack database).",
         );
         let active = self.active.load(Ordering::Relaxed);
         for (role, on) in [("active", active), ("standby", !active)] {
-            sample(&mut out, "cks_drift_role", &[("role", role)], u64::from(on));
+            sample(out, "cks_drift_role", &[("role", role)], u64::from(on));
         }
 
         header(
-            &mut out,
+            out,
             "cks_drift_lock_held_elsewhere",
             "gauge",
             "1 while this standby has seen the database lock held, for three lock intervals or more, by a connection of another database user: possibly no instance of cks-drift, and then none checks.",
@@ -276,36 +286,35 @@ impl Metrics {
             .get()
             .is_some_and(|f| f.load(Ordering::Relaxed));
         sample(
-            &mut out,
+            out,
             "cks_drift_lock_held_elsewhere",
             &[],
             u64::from(elsewhere),
         );
+    }
 
+    /// How the cycles went: where the map was read, outcomes, the last one's duration and
+    /// when one last succeeded.
+    fn render_cycles(&self, out: &mut String, f: &Families) {
         header(
-            &mut out,
+            out,
             "cks_drift_map_reads_total",
             "counter",
             "Cycles by where the map rows the API hides were read: api (no [database]), database, or database_failed (the database failed; the cycle read them through the API).",
         );
         for (source, n) in &f.map_reads {
-            sample(
-                &mut out,
-                "cks_drift_map_reads_total",
-                &[("source", source)],
-                n,
-            );
+            sample(out, "cks_drift_map_reads_total", &[("source", source)], n);
         }
 
         header(
-            &mut out,
+            out,
             "cks_drift_cycles_total",
             "counter",
             "Check cycles by outcome: ok, or failed (the API could not be listed or the state file not written).",
         );
         for (outcome, n) in &f.cycles {
             sample(
-                &mut out,
+                out,
                 "cks_drift_cycles_total",
                 &[("outcome", outcome.as_str())],
                 n,
@@ -313,7 +322,7 @@ impl Metrics {
         }
 
         header(
-            &mut out,
+            out,
             "cks_drift_cycle_duration_seconds",
             "gauge",
             "Duration of the last cycle: checking, writing the state and delivering notifications.",
@@ -321,7 +330,7 @@ impl Metrics {
         let duration = f64::from_bits(self.cycle_duration.load(Ordering::Relaxed));
         if !duration.is_nan() {
             sample(
-                &mut out,
+                out,
                 "cks_drift_cycle_duration_seconds",
                 &[],
                 Float(duration),
@@ -329,162 +338,168 @@ impl Metrics {
         }
 
         header(
-            &mut out,
+            out,
             "cks_drift_last_success_timestamp_seconds",
             "gauge",
             "Unix time at which the last successful cycle ended; 0 before the first.",
         );
         let last = f64::from_bits(self.last_success.load(Ordering::Relaxed));
         sample(
-            &mut out,
+            out,
             "cks_drift_last_success_timestamp_seconds",
             &[],
             Float(last),
         );
+    }
 
+    /// What the deliveries left queued.
+    fn render_queue(&self, out: &mut String) {
         header(
-            &mut out,
-            "cks_drift_clusters",
-            "gauge",
-            "Kubernetes clusters in the last cycle that ran, by status: checked, partial (nodes not listed) or skipped.",
-        );
-        for (status, n) in CLUSTER_STATUSES.iter().zip(f.clusters) {
-            sample(
-                &mut out,
-                "cks_drift_clusters",
-                &[("status", status.as_str())],
-                n,
-            );
-        }
-
-        header(
-            &mut out,
-            "cks_drift_open_mismatches",
-            "gauge",
-            "Mismatches open after the last cycle that ran, by kind.",
-        );
-        for (kind, n) in &f.open_mismatches {
-            sample(
-                &mut out,
-                "cks_drift_open_mismatches",
-                &[("kind", kind.as_str())],
-                n,
-            );
-        }
-
-        header(
-            &mut out,
-            "cks_drift_api_requests_total",
-            "counter",
-            "CloudStack API HTTP requests (retries included) by command and outcome: ok, error (an answer such as 431 or 401) or transient (retried).",
-        );
-        for ((command, outcome), n) in &api_totals {
-            sample(
-                &mut out,
-                "cks_drift_api_requests_total",
-                &[("command", command), ("outcome", outcome)],
-                n,
-            );
-        }
-
-        header(
-            &mut out,
-            "cks_drift_ssh_failures_total",
-            "counter",
-            "Node listings over SSH that failed, by reason.",
-        );
-        for (reason, n) in &f.ssh_failures {
-            sample(
-                &mut out,
-                "cks_drift_ssh_failures_total",
-                &[("reason", reason)],
-                n,
-            );
-        }
-
-        header(
-            &mut out,
-            "cks_drift_notifications_total",
-            "counter",
-            "Notification deliveries by channel (alert, annotation, event_log) and outcome: delivered, failed (kept and tried again) or refused (CloudStack refused it for good; dropped, logged as an ERROR).",
-        );
-        for ((channel, result), n) in &f.notifications {
-            sample(
-                &mut out,
-                "cks_drift_notifications_total",
-                &[("channel", channel), ("outcome", result)],
-                n,
-            );
-        }
-
-        header(
-            &mut out,
-            "cks_drift_blind_seconds",
-            "gauge",
-            "Per cluster with an open blind finding: seconds since its Kubernetes nodes were last listed (its last full comparison).",
-        );
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs() as i64;
-        for (id, name, since) in &f.blind {
-            sample(
-                &mut out,
-                "cks_drift_blind_seconds",
-                &[("cluster_id", id), ("cluster", name)],
-                now.saturating_sub(*since).max(0),
-            );
-        }
-
-        header(
-            &mut out,
-            "cks_drift_storm",
-            "gauge",
-            "1 while a storm lasts: new findings came in more clusters at once than notify.storm_clusters, and their alerts and annotations are held.",
-        );
-        sample(
-            &mut out,
-            "cks_drift_storm",
-            &[],
-            u64::from(f.storm.is_some()),
-        );
-        header(
-            &mut out,
-            "cks_drift_storm_held_findings",
-            "gauge",
-            "Findings whose alert and annotation the storm under way holds; each is in the event log and the report.",
-        );
-        sample(
-            &mut out,
-            "cks_drift_storm_held_findings",
-            &[],
-            f.storm.unwrap_or(0) as u64,
-        );
-
-        header(
-            &mut out,
-            "cks_drift_ignored_findings",
-            "gauge",
-            "Open findings an [[ignore]] rule matches (reported, not alerted), by rule number and reason.",
-        );
-        for ((rule, reason), n) in &f.ignored {
-            sample(
-                &mut out,
-                "cks_drift_ignored_findings",
-                &[("rule", &rule.to_string()), ("reason", reason)],
-                n,
-            );
-        }
-
-        header(
-            &mut out,
+            out,
             "cks_drift_notifications_pending",
             "gauge",
             "Notifications queued in the state file after the last cycle, waiting to be delivered.",
         );
         let pending = self.notifications_pending.load(Ordering::Relaxed);
-        sample(&mut out, "cks_drift_notifications_pending", &[], pending);
-        out
+        sample(out, "cks_drift_notifications_pending", &[], pending);
+    }
+}
+
+/// What the last cycle that ran found: clusters by status and open mismatches by kind.
+fn render_last_cycle(out: &mut String, f: &Families) {
+    header(
+        out,
+        "cks_drift_clusters",
+        "gauge",
+        "Kubernetes clusters in the last cycle that ran, by status: checked, partial (nodes not listed) or skipped.",
+    );
+    for (status, n) in CLUSTER_STATUSES.iter().zip(f.clusters) {
+        sample(out, "cks_drift_clusters", &[("status", status.as_str())], n);
+    }
+
+    header(
+        out,
+        "cks_drift_open_mismatches",
+        "gauge",
+        "Mismatches open after the last cycle that ran, by kind.",
+    );
+    for (kind, n) in &f.open_mismatches {
+        sample(
+            out,
+            "cks_drift_open_mismatches",
+            &[("kind", kind.as_str())],
+            n,
+        );
+    }
+}
+
+/// Calls to the outside world: API requests, SSH node listings and notification deliveries.
+fn render_traffic(
+    out: &mut String,
+    f: &Families,
+    api_totals: &BTreeMap<(String, &'static str), u64>,
+) {
+    header(
+        out,
+        "cks_drift_api_requests_total",
+        "counter",
+        "CloudStack API HTTP requests (retries included) by command and outcome: ok, error (an answer such as 431 or 401) or transient (retried).",
+    );
+    for ((command, outcome), n) in api_totals {
+        sample(
+            out,
+            "cks_drift_api_requests_total",
+            &[("command", command), ("outcome", outcome)],
+            n,
+        );
+    }
+
+    header(
+        out,
+        "cks_drift_ssh_failures_total",
+        "counter",
+        "Node listings over SSH that failed, by reason.",
+    );
+    for (reason, n) in &f.ssh_failures {
+        sample(
+            out,
+            "cks_drift_ssh_failures_total",
+            &[("reason", reason)],
+            n,
+        );
+    }
+
+    header(
+        out,
+        "cks_drift_notifications_total",
+        "counter",
+        "Notification deliveries by channel (alert, annotation, event_log) and outcome: delivered, failed (kept and tried again) or refused (CloudStack refused it for good; dropped, logged as an ERROR).",
+    );
+    for ((channel, result), n) in &f.notifications {
+        sample(
+            out,
+            "cks_drift_notifications_total",
+            &[("channel", channel), ("outcome", result)],
+            n,
+        );
+    }
+}
+
+/// Open findings in a state of their own: blind clusters, those a storm holds and those an
+/// `[[ignore]]` rule matches.
+fn render_finding_states(out: &mut String, f: &Families) {
+    header(
+        out,
+        "cks_drift_blind_seconds",
+        "gauge",
+        "Per cluster with an open blind finding: seconds since its Kubernetes nodes were last listed (its last full comparison).",
+    );
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs() as i64;
+    for (id, name, since) in &f.blind {
+        sample(
+            out,
+            "cks_drift_blind_seconds",
+            &[("cluster_id", id), ("cluster", name)],
+            now.saturating_sub(*since).max(0),
+        );
+    }
+
+    header(
+        out,
+        "cks_drift_storm",
+        "gauge",
+        "1 while a storm lasts: new findings came in more clusters at once than notify.storm_clusters, and their alerts and annotations are held.",
+    );
+    sample(out, "cks_drift_storm", &[], u64::from(f.storm.is_some()));
+    header(
+        out,
+        "cks_drift_storm_held_findings",
+        "gauge",
+        "Findings whose alert and annotation the storm under way holds; each is in the event log and the report.",
+    );
+    sample(
+        out,
+        "cks_drift_storm_held_findings",
+        &[],
+        f.storm.unwrap_or(0) as u64,
+    );
+
+    header(
+        out,
+        "cks_drift_ignored_findings",
+        "gauge",
+        "Open findings an [[ignore]] rule matches (reported, not alerted), by rule number and reason.",
+    );
+    for ((rule, reason), n) in &f.ignored {
+        sample(
+            out,
+            "cks_drift_ignored_findings",
+            &[("rule", &rule.to_string()), ("reason", reason)],
+            n,
+        );
     }
 }
 

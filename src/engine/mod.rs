@@ -105,55 +105,8 @@ impl Engine {
     /// The engine for a config: the API client, the SSH node lister and the settings. The
     /// one place where a configured engine is wired.
     pub fn from_config(config: &Config, store: Option<Store>) -> Result<Engine, String> {
-        if config.cloudstack.insecure {
-            tracing::warn!(url = %config.cloudstack.url, "TLS certificate verification is off (cloudstack.insecure = true)");
-        }
-        if config
-            .cloudstack
-            .url
-            .trim()
-            .to_ascii_lowercase()
-            .starts_with("http://")
-        {
-            tracing::warn!(url = %config.cloudstack.url, "cloudstack.url {}", crate::config::PLAIN_HTTP);
-        }
-        if let Some(db) = &config.database
-            && !db.tls
-            && !crate::config::is_loopback(&db.host)
-        {
-            tracing::warn!(
-                "database.tls {}",
-                crate::config::database_in_clear(&db.host)
-            );
-        }
-        // Secrets others may read: warned at every start, as `validate-config` warns.
-        let allowed = crate::config::secret_file::allowed();
-        let private_key = (
-            "ssh.private_key".to_string(),
-            config.ssh.private_key.clone(),
-        );
-        for (key, path) in config.secret_files.iter().chain([&private_key]) {
-            let what = if key == "ssh.private_key" {
-                "is a private key"
-            } else {
-                "holds a secret"
-            };
-            if let Some(access) = crate::config::secret_file::access(path)
-                && let Some(stranger) =
-                    crate::config::secret_file::readers_beyond(&access, &allowed)
-            {
-                tracing::warn!(
-                    "{key}: {}",
-                    crate::config::secret_file::warning(
-                        path,
-                        what,
-                        access.mode,
-                        &stranger,
-                        &allowed
-                    )
-                );
-            }
-        }
+        warn_plain_transport(config);
+        warn_readable_secrets(config);
         if config.ssh.host_key_policy == crate::config::HostKeyPolicy::Off {
             tracing::warn!("ssh.host_key_policy {}", crate::config::HOST_KEYS_OFF);
         }
@@ -167,34 +120,9 @@ impl Engine {
         Ok(Engine {
             api: Arc::new(api),
             lister: Arc::new(lister),
-            cycle: CycleSettings {
-                policy: Policy {
-                    grace_period: config.check.grace_period,
-                },
-                concurrency: config.check.concurrency,
-                default_user: config.ssh.user.clone(),
-                node_deadline: node_deadline(config),
-                database: config.database.as_ref().map(crate::database::Database::new),
-            },
-            step: StepSettings {
-                alerts: config.notify.alerts,
-                annotations: config.notify.annotations,
-                alert_cap: config.notify.alert_cap,
-                owner_alert_cap: config.notify.owner_alert_cap,
-                blind_after: config.check.blind_after,
-                storm: config.notify.storm_clusters,
-                alertmanager: config.alertmanager.is_some(),
-            },
-            delivery: DeliverySettings {
-                event_log: config.notify.event_log.clone(),
-                alert_types: config.notify.alert_types.clone(),
-                alertmanager: match &config.alertmanager {
-                    None => None,
-                    Some(am) => Some(Arc::new(
-                        Alertmanager::new(am).map_err(|e| error_chain(&e))?,
-                    )),
-                },
-            },
+            cycle: cycle_settings(config),
+            step: step_settings(config),
+            delivery: delivery_settings(config)?,
             ignore: config.ignore.clone(),
             alertmanager_active_for: active_for(config.check.interval),
             store,
@@ -205,40 +133,92 @@ impl Engine {
         })
     }
 
+    /// One tick at `now`: the cycle, then (with a state) the dedupe step, the state written,
+    /// and the notifications delivered.
     pub async fn tick(&mut self, now: Timestamp) -> Tick {
-        let standing_by = |pending| Tick {
-            report: Err(CycleError::Standby),
-            new: None,
-            delivered: DeliveryCounts::new(),
-            pending,
-            state_error: None,
-            blind: Vec::new(),
-            storm: None,
-            ignored: Default::default(),
-        };
-        if let Some(lock) = &self.lock {
-            let pending = self.store.as_ref().map_or(0, |s| s.state.outbox.len());
-            let term = lock.term();
-            if term.role != Role::Active {
-                return standing_by(pending);
-            }
-            if term.taken != self.term_seen {
-                // Another instance may have reported and resolved findings while this one
-                // stood by: what CloudStack holds is read back before anything is decided.
-                self.term_seen = term.taken;
-                if let Some(store) = self.store.as_mut() {
-                    store.recover = true;
-                }
-            }
+        if !self.holds_lock() {
+            return Tick::standing_by(self.pending());
         }
         let unasked = match self.check_caller().await {
             Ok(unasked) => unasked,
-            Err(e) => {
-                let mut tick = standing_by(self.store.as_ref().map_or(0, |s| s.state.outbox.len()));
-                tick.report = Err(e);
-                return tick;
-            }
+            Err(e) => return Tick::of(Err(e), self.pending()),
         };
+        let report = self.cycle_report(unasked, now).await;
+        let Some(store) = self.store.as_mut() else {
+            // Without a state (`check --no-notify`), the findings an `[[ignore]]` rule matches
+            // are marked from the config alone.
+            return Tick::of(mark_ignored(report, &self.ignore, now), 0);
+        };
+        // A cycle during which the lock was lost decides nothing: the instance that holds
+        // it now does.
+        if let Some(lock) = &self.lock
+            && !lock.confirm().await
+        {
+            return Tick::standing_by(store.state.outbox.len());
+        }
+        let mut tick = Tick::of(report, store.state.outbox.len());
+        if tick.report.is_ok() && store.recover && !recover_reported(&self.api, store, now).await {
+            return tick;
+        }
+        if let Ok(report) = tick.report.as_mut() {
+            let new = decide(report, &mut store.state, &self.ignore, &self.step, now);
+            tick.new = Some(new);
+        }
+        tick.read_state(&store.state);
+        // The state is written before anything is sent, also when the cycle failed and only
+        // earlier notifications are queued: a crash after this point repeats deliveries
+        // (recognised by their markers), it never forgets them; and while the state cannot be
+        // written, nothing is sent that a crash would send again.
+        if let Err(e) = store.file.save(&store.state) {
+            error!(error = %error_chain(&e), "cannot write the state file; nothing is sent this cycle");
+            tick.state_error = Some(e);
+            return tick;
+        }
+        let lock = self.lock.as_deref();
+        deliver_queued(&self.api, &self.delivery, lock, store, &mut tick).await;
+        // Every open finding goes to Alertmanager again, also after a failed cycle: an alert
+        // must not lapse because the API was down for a cycle.
+        if let Some(am) = &self.delivery.alertmanager {
+            let active_until = now.plus(self.alertmanager_active_for);
+            post_firing(am, &store.state, active_until, &mut tick.delivered).await;
+        }
+        tick.pending = store.state.outbox.len();
+        tick
+    }
+
+    /// Notifications queued in the state (none without one).
+    fn pending(&self) -> usize {
+        self.store.as_ref().map_or(0, |s| s.state.outbox.len())
+    }
+
+    /// Whether this instance may tick: always without a database, else while it holds the
+    /// lock. A term begun since the state last caught up makes it catch up first.
+    fn holds_lock(&mut self) -> bool {
+        let Some(lock) = &self.lock else {
+            return true;
+        };
+        let term = lock.term();
+        if term.role != Role::Active {
+            return false;
+        }
+        if term.taken != self.term_seen {
+            // Another instance may have reported and resolved findings while this one
+            // stood by: what CloudStack holds is read back before anything is decided.
+            self.term_seen = term.taken;
+            if let Some(store) = self.store.as_mut() {
+                store.recover = true;
+            }
+        }
+        true
+    }
+
+    /// Runs the cycle against the maps the state remembers. `unasked` is the error of a
+    /// `getUser` that failed before it.
+    async fn cycle_report(
+        &mut self,
+        unasked: Option<ApiError>,
+        now: Timestamp,
+    ) -> Result<CycleReport, CycleError> {
         let previous = self
             .store
             .as_ref()
@@ -253,150 +233,236 @@ impl Engine {
             warn!(error = %error_chain(&e), "cannot ask CloudStack who holds the API key (getUser); its role must be of type Admin, or cks-drift's own annotations are not read back and other domains' clusters are not checked");
             self.caller_checked = true;
         }
-        let Some(store) = self.store.as_mut() else {
-            // Without a state (`check --no-notify`), the findings an `[[ignore]]` rule matches
-            // are marked from the config alone.
-            let mut report = report;
-            if let Ok(report) = report.as_mut() {
-                for c in &mut report.clusters {
-                    c.ignored = c
-                        .mismatches
-                        .iter()
-                        .filter_map(|m| {
-                            let rule = crate::state::ignore::first_match(
-                                &self.ignore,
-                                &c.id,
-                                &c.name,
-                                m,
-                                now,
-                            )?;
-                            Some((
-                                m.key().to_string(),
-                                format!("rule {}: {}", rule.number, rule.reason),
-                            ))
-                        })
-                        .collect();
-                }
-            }
-            return Tick {
-                report,
-                new: None,
-                delivered: DeliveryCounts::new(),
-                pending: 0,
-                state_error: None,
-                blind: Vec::new(),
-                storm: None,
-                ignored: Default::default(),
-            };
-        };
-        // A cycle during which the lock was lost decides nothing: the instance that holds
-        // it now does.
-        if let Some(lock) = &self.lock
-            && !lock.confirm().await
-        {
-            return standing_by(store.state.outbox.len());
-        }
-        let mut tick = Tick {
+        report
+    }
+}
+
+impl Tick {
+    /// A tick that ran `report` and left `pending` notifications queued, before anything was
+    /// decided or sent.
+    fn of(report: Result<CycleReport, CycleError>, pending: usize) -> Tick {
+        Tick {
             report,
             new: None,
             delivered: DeliveryCounts::new(),
-            pending: store.state.outbox.len(),
+            pending,
             state_error: None,
             blind: Vec::new(),
             storm: None,
             ignored: Default::default(),
-        };
-        if tick.report.is_ok() && store.recover {
-            match crate::engine::takeover::recover(&self.api, &mut store.state, now).await {
-                Ok(_) => store.recover = false,
-                Err(e) => {
-                    // Deciding without it would alert again everything already alerted.
-                    error!(error = %error_chain(&e), "cannot read back from CloudStack what was reported; nothing is decided or sent this cycle");
-                    return tick;
-                }
-            }
         }
-        if let Ok(report) = tick.report.as_mut() {
-            let observed = observe(report, &self.ignore, now);
-            let outcome = step(&mut store.state, &observed, &self.step, now);
-            // With a state, the report lists every open finding, kept ones included, and
-            // those an `[[ignore]]` rule matches with its reason.
-            for c in &mut report.clusters {
-                c.mismatches = outcome.open.get(&c.id).cloned().unwrap_or_default();
-                c.ignored = ignored_of(&store.state, &c.id);
-            }
-            tick.new = Some(outcome.new);
-            log_storm(outcome.storm.as_ref());
-            log_ignore_changes(
-                &self.ignore,
-                &outcome.unignored,
-                &outcome.newly_ignored,
-                now,
-            );
-        }
-        tick.blind = blind_clusters(&store.state);
-        tick.storm = store
-            .state
-            .storm
-            .as_ref()
-            .map(|s| (s.since, held(&store.state)));
-        for r in store
-            .state
+    }
+
+    /// The tick of an instance that is not the active one.
+    fn standing_by(pending: usize) -> Tick {
+        Tick::of(Err(CycleError::Standby), pending)
+    }
+
+    /// What the metrics show of the state after the step: blind clusters, the storm and the
+    /// ignored findings.
+    fn read_state(&mut self, state: &State) {
+        self.blind = blind_clusters(state);
+        self.storm = state.storm.as_ref().map(|s| (s.since, held(state)));
+        for r in state
             .clusters
             .values()
             .flat_map(|c| c.vms.values().chain(c.nodes.values()))
         {
             if let Some(rule) = &r.ignored {
-                *tick
+                *self
                     .ignored
                     .entry((rule.rule, rule.reason.clone()))
                     .or_default() += 1;
             }
         }
-        // The state is written before anything is sent, also when the cycle failed and only
-        // earlier notifications are queued: a crash after this point repeats deliveries
-        // (recognised by their markers), it never forgets them; and while the state cannot be
-        // written, nothing is sent that a crash would send again.
-        if let Err(e) = store.file.save(&store.state) {
-            error!(error = %error_chain(&e), "cannot write the state file; nothing is sent this cycle");
-            tick.state_error = Some(e);
-            return tick;
+    }
+}
+
+/// Warns of connections in clear or unverified: to CloudStack and to its database.
+fn warn_plain_transport(config: &Config) {
+    if config.cloudstack.insecure {
+        tracing::warn!(url = %config.cloudstack.url, "TLS certificate verification is off (cloudstack.insecure = true)");
+    }
+    if config
+        .cloudstack
+        .url
+        .trim()
+        .to_ascii_lowercase()
+        .starts_with("http://")
+    {
+        tracing::warn!(url = %config.cloudstack.url, "cloudstack.url {}", crate::config::PLAIN_HTTP);
+    }
+    if let Some(db) = &config.database
+        && !db.tls
+        && !crate::config::is_loopback(&db.host)
+    {
+        tracing::warn!(
+            "database.tls {}",
+            crate::config::database_in_clear(&db.host)
+        );
+    }
+}
+
+/// Secrets others may read: warned at every start, as `validate-config` warns.
+fn warn_readable_secrets(config: &Config) {
+    let allowed = crate::config::secret_file::allowed();
+    let private_key = (
+        "ssh.private_key".to_string(),
+        config.ssh.private_key.clone(),
+    );
+    for (key, path) in config.secret_files.iter().chain([&private_key]) {
+        let what = if key == "ssh.private_key" {
+            "is a private key"
+        } else {
+            "holds a secret"
+        };
+        if let Some(access) = crate::config::secret_file::access(path)
+            && let Some(stranger) = crate::config::secret_file::readers_beyond(&access, &allowed)
+        {
+            tracing::warn!(
+                "{key}: {}",
+                crate::config::secret_file::warning(path, what, access.mode, &stranger, &allowed)
+            );
         }
-        // Deliver what is queued, this cycle's and any left from earlier ones, even when the
-        // cycle failed: the event log does not need the API.
-        let file = &store.file;
-        let mut save = |s: &State| file.save(s);
-        let (delivered, save_error) = deliver(
-            &self.api,
-            &self.delivery,
-            &mut store.state,
-            &mut save,
-            self.lock.as_deref(),
-        )
-        .await;
-        tick.delivered = delivered;
-        if let Some(e) = save_error {
-            error!(error = %error_chain(&e), "cannot write the state file after a delivery; nothing more is sent this cycle");
-            tick.state_error = Some(e);
+    }
+}
+
+fn cycle_settings(config: &Config) -> CycleSettings {
+    CycleSettings {
+        policy: Policy {
+            grace_period: config.check.grace_period,
+        },
+        concurrency: config.check.concurrency,
+        default_user: config.ssh.user.clone(),
+        node_deadline: node_deadline(config),
+        database: config.database.as_ref().map(crate::database::Database::new),
+    }
+}
+
+fn step_settings(config: &Config) -> StepSettings {
+    StepSettings {
+        alerts: config.notify.alerts,
+        annotations: config.notify.annotations,
+        alert_cap: config.notify.alert_cap,
+        owner_alert_cap: config.notify.owner_alert_cap,
+        blind_after: config.check.blind_after,
+        storm: config.notify.storm_clusters,
+        alertmanager: config.alertmanager.is_some(),
+    }
+}
+
+fn delivery_settings(config: &Config) -> Result<DeliverySettings, String> {
+    Ok(DeliverySettings {
+        event_log: config.notify.event_log.clone(),
+        alert_types: config.notify.alert_types.clone(),
+        alertmanager: match &config.alertmanager {
+            None => None,
+            Some(am) => Some(Arc::new(
+                Alertmanager::new(am).map_err(|e| error_chain(&e))?,
+            )),
+        },
+    })
+}
+
+/// The report with the findings an `[[ignore]]` rule matches marked, from the config alone.
+fn mark_ignored(
+    mut report: Result<CycleReport, CycleError>,
+    rules: &[crate::config::IgnoreRule],
+    now: Timestamp,
+) -> Result<CycleReport, CycleError> {
+    let Ok(cycle) = report.as_mut() else {
+        return report;
+    };
+    for c in &mut cycle.clusters {
+        c.ignored = c
+            .mismatches
+            .iter()
+            .filter_map(|m| {
+                let rule = crate::state::ignore::first_match(rules, &c.id, &c.name, m, now)?;
+                Some((
+                    m.key().to_string(),
+                    format!("rule {}: {}", rule.number, rule.reason),
+                ))
+            })
+            .collect();
+    }
+    report
+}
+
+/// Reads back from CloudStack what was reported (see `takeover`); false when it could not be
+/// read, and the tick then decides nothing.
+async fn recover_reported(api: &Client, store: &mut Store, now: Timestamp) -> bool {
+    match crate::engine::takeover::recover(api, &mut store.state, now).await {
+        Ok(_) => {
+            store.recover = false;
+            true
         }
-        // Every open finding goes to Alertmanager again, also after a failed cycle: an alert
-        // must not lapse because the API was down for a cycle.
-        if let Some(am) = &self.delivery.alertmanager {
-            let alerts = firing(&store.state, now.plus(self.alertmanager_active_for));
-            let outcome = match am.post(&alerts).await {
-                Ok(()) => "delivered",
-                Err(e) => {
-                    warn!(error = %error_chain(&e), alerts = alerts.len(), "the open findings were not sent to Alertmanager; they are sent again next cycle");
-                    "failed"
-                }
-            };
-            if !alerts.is_empty() {
-                *tick.delivered.entry(("alertmanager", outcome)).or_default() +=
-                    alerts.len() as u64;
-            }
+        Err(e) => {
+            // Deciding without it would alert again everything already alerted.
+            error!(error = %error_chain(&e), "cannot read back from CloudStack what was reported; nothing is decided or sent this cycle");
+            false
         }
-        tick.pending = store.state.outbox.len();
-        tick
+    }
+}
+
+/// The dedupe step on a cycle's report: the state moves on, and the report gets back every
+/// open finding. Returns the findings first reported now.
+fn decide(
+    report: &mut CycleReport,
+    state: &mut State,
+    rules: &[crate::config::IgnoreRule],
+    settings: &StepSettings,
+    now: Timestamp,
+) -> NewKeys {
+    let observed = observe(report, rules, now);
+    let outcome = step(state, &observed, settings, now);
+    // With a state, the report lists every open finding, kept ones included, and
+    // those an `[[ignore]]` rule matches with its reason.
+    for c in &mut report.clusters {
+        c.mismatches = outcome.open.get(&c.id).cloned().unwrap_or_default();
+        c.ignored = ignored_of(state, &c.id);
+    }
+    log_storm(outcome.storm.as_ref());
+    log_ignore_changes(rules, &outcome.unignored, &outcome.newly_ignored, now);
+    outcome.new
+}
+
+/// Delivers what is queued, this cycle's and any left from earlier ones, even when the
+/// cycle failed: the event log does not need the API.
+async fn deliver_queued(
+    api: &Client,
+    settings: &DeliverySettings,
+    lock: Option<&Lock>,
+    store: &mut Store,
+    tick: &mut Tick,
+) {
+    let file = &store.file;
+    let mut save = |s: &State| file.save(s);
+    let (delivered, save_error) = deliver(api, settings, &mut store.state, &mut save, lock).await;
+    tick.delivered = delivered;
+    if let Some(e) = save_error {
+        error!(error = %error_chain(&e), "cannot write the state file after a delivery; nothing more is sent this cycle");
+        tick.state_error = Some(e);
+    }
+}
+
+/// Posts every open finding to Alertmanager, active until `active_until`, and counts them.
+async fn post_firing(
+    am: &Alertmanager,
+    state: &State,
+    active_until: Timestamp,
+    delivered: &mut DeliveryCounts,
+) {
+    let alerts = firing(state, active_until);
+    let outcome = match am.post(&alerts).await {
+        Ok(()) => "delivered",
+        Err(e) => {
+            warn!(error = %error_chain(&e), alerts = alerts.len(), "the open findings were not sent to Alertmanager; they are sent again next cycle");
+            "failed"
+        }
+    };
+    if !alerts.is_empty() {
+        *delivered.entry(("alertmanager", outcome)).or_default() += alerts.len() as u64;
     }
 }
 

@@ -20,8 +20,8 @@ use crate::cloudstack::client::Client;
 use crate::cloudstack::error::ApiError;
 use crate::cloudstack::model::{KubernetesCluster, Network, VirtualMachine};
 use crate::cloudstack::release::{Release, network_scopes};
-use crate::database::Database;
 use crate::database::map::{DbMap, DbRow, MapVm, Uuid};
+use crate::database::{Database, DbCycle, DbError};
 use crate::remote::NodeLister;
 use crate::snapshot::{NodeView, PreviousMap, VanishedHow, VanishedVm};
 
@@ -170,11 +170,7 @@ pub async fn fetch(
     // Of all VMs, only those named like a CKS node can be a cluster's, and only those mapped
     // last cycle are looked up by id: the rest (most VMs of a cloud) is dropped while the
     // pages are read.
-    let known: HashSet<&str> = previous
-        .values()
-        .flat_map(|p| p.vms.keys().chain(p.vanished.keys()))
-        .map(String::as_str)
-        .collect();
+    let known = known_vm_ids(previous);
     let owners = Owners::default();
     // With a database, the VMs come from it (`database::vms`), not from the heaviest listing
     // of the API; `explain` still lists them, to show another owner's VMs named like the
@@ -189,81 +185,159 @@ pub async fn fetch(
     };
     // The clusters and the networks are all the node listings need: these start as soon as
     // both are read, while the VMs, the largest listing, are still being read.
-    let clusters_and_nodes = async {
-        // Of a network, only whether CKS reaches a control node on it directly matters:
-        // only the ids of those networks are kept.
-        let (clusters, networks) = tokio::join!(
-            api.list_map::<KubernetesCluster, _, _>(
-                "listKubernetesClusters",
-                "kubernetescluster",
-                &ROOT_SCOPE,
-                |c| Some(ClusterRecord::new(c)),
-            ),
-            async {
-                let release = release_or_none(api).await;
-                list_networks(api, release, &[], reached_directly).await
-            },
-        );
-        let clusters = clusters.map_err(|source| CycleError::List {
-            what: "Kubernetes clusters",
-            source,
-        })?;
-        // Every string of an answer is URL-encoded when `encode.api.response` is on; a
-        // cluster id (a uuid) shows it.
-        if clusters
-            .iter()
-            .any(|c| crate::cloudstack::release::url_encoded(&c.info.id))
-        {
-            return Err(CycleError::EncodedAnswers);
-        }
-        let networks = networks.map_err(|source| CycleError::List {
-            what: "networks",
-            source,
-        })?;
-        debug!(
-            clusters = clusters.len(),
-            direct_networks = networks.len(),
-            "listed"
-        );
-        let direct: HashSet<String> = networks.into_iter().map(|n| n.id).collect();
-        let checkable: Vec<usize> = (0..clusters.len())
-            .filter(|&i| clusters[i].skip.is_none())
-            .collect();
-        // Listed longest ago first (never listed before all), so that every cluster gets
-        // its turn when not all listings fit before the deadline: one not reached this cycle
-        // is reached first next cycle, however slow the others are. Among clusters listed
-        // equally long ago, those whose listing failed (a stalling or refusing node) go
-        // last, so that they cannot hold the others back.
-        let mut order = checkable.clone();
-        if let Some(only) = settings.only {
-            order.retain(|&i| clusters[i].info.id == only);
-        }
-        order.sort_by_key(|&i| {
-            previous
-                .get(&clusters[i].info.id)
-                .map_or((None, false), |p| (p.listed_at, p.nodes_failed))
-        });
-        let nodes = list_nodes(&clusters, &direct, &order, lister, settings).await;
-        Ok((clusters, checkable, nodes))
-    };
+    let clusters_and_nodes = list_clusters_and_nodes(api, lister, settings, previous);
     // The database's map (and VMs) are read between the two cluster reads, like the API's
     // VMs: a map that changes meanwhile shows in the second read.
-    let db_read = async {
-        match database {
-            None => Ok(None),
-            Some(db) => Ok(Some(
-                db.read_cycle(vms_from_database.then_some(&known), |vm| {
-                    (vm.account_id, VmRow::from_database(&vm, None))
-                })
-                .await,
-            )),
-        }
-    };
+    let db_read = read_database(database, vms_from_database.then_some(&known));
     // Whichever fails first ends the cycle at once; the others are dropped, which aborts the
     // node listings still running.
     let (listed_vms, (clusters, checkable, nodes), db_read) =
         tokio::try_join!(vm_listing, clusters_and_nodes, db_read)?;
-    let (vms, db_map, mut map_source) = match db_read {
+    let (vms, db_map, mut map_source) =
+        vms_and_map(api, &known, &owners, &clusters, listed_vms, db_read).await?;
+    debug!(vms_kept = vms.len(), "VMs listed");
+    let again = read_clusters_again(api, &clusters).await?;
+    let unchanged: Vec<usize> = checkable
+        .into_iter()
+        .filter(|&i| again[i] == Reread::Same)
+        .collect();
+    let (vanished, from_db) = vanished_rows(
+        api,
+        &clusters,
+        &unchanged,
+        &vms,
+        db_map.as_ref(),
+        previous,
+        database.is_some(),
+    )
+    .await;
+    if let MapSource::Database { clusters, .. } = &mut map_source {
+        *clusters += from_db;
+    }
+    Ok(Inventory {
+        clusters,
+        vms,
+        nodes,
+        again,
+        vanished,
+        map_source,
+    })
+}
+
+/// The ids of the VMs earlier cycles found mapped, or found gone from a map.
+fn known_vm_ids(previous: &HashMap<String, PreviousMap>) -> HashSet<&str> {
+    previous
+        .values()
+        .flat_map(|p| p.vms.keys().chain(p.vanished.keys()))
+        .map(String::as_str)
+        .collect()
+}
+
+/// The database's map, and its VMs when `known` is given (to keep those besides the VMs
+/// named like a CKS node); `None` without a database. A failing database is not the
+/// cycle's failure: its error is returned inside.
+async fn read_database(
+    database: Option<&Database>,
+    known: Option<&HashSet<&str>>,
+) -> Result<Option<Result<DbCycle<(u64, VmRow)>, DbError>>, CycleError> {
+    match database {
+        None => Ok(None),
+        Some(db) => Ok(Some(
+            db.read_cycle(known, |vm| (vm.account_id, VmRow::from_database(&vm, None)))
+                .await,
+        )),
+    }
+}
+
+/// The first read of the clusters, with the networks CKS reaches directly, then the node
+/// listings of the clusters the rules check: the clusters, the indexes of the checkable
+/// ones, and the listings.
+async fn list_clusters_and_nodes(
+    api: &Client,
+    lister: Arc<dyn NodeLister>,
+    settings: Listing<'_>,
+    previous: &HashMap<String, PreviousMap>,
+) -> Result<(Vec<ClusterRecord>, Vec<usize>, HashMap<usize, NodeListing>), CycleError> {
+    // Of a network, only whether CKS reaches a control node on it directly matters:
+    // only the ids of those networks are kept.
+    let (clusters, networks) = tokio::join!(
+        api.list_map::<KubernetesCluster, _, _>(
+            "listKubernetesClusters",
+            "kubernetescluster",
+            &ROOT_SCOPE,
+            |c| Some(ClusterRecord::new(c)),
+        ),
+        async {
+            let release = release_or_none(api).await;
+            list_networks(api, release, &[], reached_directly).await
+        },
+    );
+    let clusters = clusters.map_err(|source| CycleError::List {
+        what: "Kubernetes clusters",
+        source,
+    })?;
+    // Every string of an answer is URL-encoded when `encode.api.response` is on; a
+    // cluster id (a uuid) shows it.
+    if clusters
+        .iter()
+        .any(|c| crate::cloudstack::release::url_encoded(&c.info.id))
+    {
+        return Err(CycleError::EncodedAnswers);
+    }
+    let networks = networks.map_err(|source| CycleError::List {
+        what: "networks",
+        source,
+    })?;
+    debug!(
+        clusters = clusters.len(),
+        direct_networks = networks.len(),
+        "listed"
+    );
+    let direct: HashSet<String> = networks.into_iter().map(|n| n.id).collect();
+    let checkable: Vec<usize> = (0..clusters.len())
+        .filter(|&i| clusters[i].skip.is_none())
+        .collect();
+    let order = listing_order(&clusters, &checkable, settings.only, previous);
+    let nodes = list_nodes(&clusters, &direct, &order, lister, settings).await;
+    Ok((clusters, checkable, nodes))
+}
+
+/// The checkable clusters in the order their nodes are listed (only the one asked for, if
+/// any).
+fn listing_order(
+    clusters: &[ClusterRecord],
+    checkable: &[usize],
+    only: Option<&str>,
+    previous: &HashMap<String, PreviousMap>,
+) -> Vec<usize> {
+    // Listed longest ago first (never listed before all), so that every cluster gets
+    // its turn when not all listings fit before the deadline: one not reached this cycle
+    // is reached first next cycle, however slow the others are. Among clusters listed
+    // equally long ago, those whose listing failed (a stalling or refusing node) go
+    // last, so that they cannot hold the others back.
+    let mut order = checkable.to_vec();
+    if let Some(only) = only {
+        order.retain(|&i| clusters[i].info.id == only);
+    }
+    order.sort_by_key(|&i| {
+        previous
+            .get(&clusters[i].info.id)
+            .map_or((None, false), |p| (p.listed_at, p.nodes_failed))
+    });
+    order
+}
+
+/// The VMs, the database's map and where the map came from, out of what the API and the
+/// database gave: the VMs are listed through the API only when neither gave them.
+async fn vms_and_map(
+    api: &Client,
+    known: &HashSet<&str>,
+    owners: &Owners,
+    clusters: &[ClusterRecord],
+    listed_vms: Option<Vec<VmRow>>,
+    db_read: Option<Result<DbCycle<(u64, VmRow)>, DbError>>,
+) -> Result<(Vec<VmRow>, Option<DbMap>, MapSource), CycleError> {
+    Ok(match db_read {
         None => (listed_vms.unwrap_or_default(), None, MapSource::Api),
         Some(Ok(read)) => {
             let schema = read.map.schema.as_ref().map_or("", |s| s.release);
@@ -277,8 +351,8 @@ pub async fn fetch(
             };
             let vms = match (listed_vms, read.vms) {
                 (Some(listed), _) => listed,
-                (None, Some(db_vms)) => vms_of_database(db_vms, &clusters, &owners),
-                (None, None) => list_vms(api, &known, &owners).await?,
+                (None, Some(db_vms)) => vms_of_database(db_vms, clusters, owners),
+                (None, None) => list_vms(api, known, owners).await?,
             };
             (vms, Some(read.map), source)
         }
@@ -290,7 +364,7 @@ pub async fn fetch(
                 }
                 None => {
                     warn!(error = %e, "cannot read the VM map and the VMs from the database; this cycle reads them through the API alone");
-                    list_vms(api, &known, &owners).await?
+                    list_vms(api, known, owners).await?
                 }
             };
             (
@@ -301,63 +375,74 @@ pub async fn fetch(
                 },
             )
         }
-    };
-    debug!(vms_kept = vms.len(), "VMs listed");
+    })
+}
 
-    // Read the clusters again: anything whose state or map changed meanwhile is not reported
-    // this cycle (an operation ran during the check). Each row is compared with the first
-    // read as it is read, and only the outcome is kept. Should an id come twice, its last row
-    // decides, for every cluster of the first read with that id.
-    let again = {
-        let mut by_id: HashMap<&str, Vec<usize>> = HashMap::with_capacity(clusters.len());
-        for (i, c) in clusters.iter().enumerate() {
-            by_id.entry(c.info.id.as_str()).or_default().push(i);
-        }
-        let rows = api
-            .list_map::<ClusterFingerprint, _, _>(
-                "listKubernetesClusters",
-                "kubernetescluster",
-                &ROOT_SCOPE,
-                |f| {
-                    let same_id = by_id.get(f.id.as_str())?;
-                    Some(
-                        same_id
-                            .iter()
-                            .map(|&i| (i, f.compare(&clusters[i])))
-                            .collect::<Vec<_>>(),
-                    )
-                },
-            )
-            .await
-            .map_err(|source| CycleError::List {
-                what: "Kubernetes clusters (second read)",
-                source,
-            })?;
-        let mut again = vec![Reread::Gone; clusters.len()];
-        for (i, reread) in rows.into_iter().flatten() {
-            again[i] = reread;
-        }
-        again
-    };
+/// Reads the clusters again: anything whose state or map changed meanwhile is not reported
+/// this cycle (an operation ran during the check). Each row is compared with the first
+/// read as it is read, and only the outcome is kept. Should an id come twice, its last row
+/// decides, for every cluster of the first read with that id.
+async fn read_clusters_again(
+    api: &Client,
+    clusters: &[ClusterRecord],
+) -> Result<Vec<Reread>, CycleError> {
+    let mut by_id: HashMap<&str, Vec<usize>> = HashMap::with_capacity(clusters.len());
+    for (i, c) in clusters.iter().enumerate() {
+        by_id.entry(c.info.id.as_str()).or_default().push(i);
+    }
+    let rows = api
+        .list_map::<ClusterFingerprint, _, _>(
+            "listKubernetesClusters",
+            "kubernetescluster",
+            &ROOT_SCOPE,
+            |f| {
+                let same_id = by_id.get(f.id.as_str())?;
+                Some(
+                    same_id
+                        .iter()
+                        .map(|&i| (i, f.compare(&clusters[i])))
+                        .collect::<Vec<_>>(),
+                )
+            },
+        )
+        .await
+        .map_err(|source| CycleError::List {
+            what: "Kubernetes clusters (second read)",
+            source,
+        })?;
+    let mut again = vec![Reread::Gone; clusters.len()];
+    for (i, reread) in rows.into_iter().flatten() {
+        again[i] = reread;
+    }
+    Ok(again)
+}
 
+/// The map rows the API stopped showing, for each of the `unchanged` clusters (checked, and
+/// the same in both reads): from the database's map where it fits, else probed through the
+/// API one cluster after the other. Also returns how many came from the database.
+///
+/// `keep_known` is set with a database: gone rows it found stay open while the API decides,
+/// since they may not fit the API's count, and a failing database must not resolve them.
+async fn vanished_rows(
+    api: &Client,
+    clusters: &[ClusterRecord],
+    unchanged: &[usize],
+    vms: &[VmRow],
+    db_map: Option<&DbMap>,
+    previous: &HashMap<String, PreviousMap>,
+    keep_known: bool,
+) -> (HashMap<usize, Result<Vec<VanishedVm>, String>>, usize) {
     let listed: HashSet<&VmId> = vms.iter().map(|vm| &vm.id).collect();
     let mut vanished = HashMap::new();
-    for &i in &checkable {
+    let mut from_db = 0;
+    for &i in unchanged {
         let c = &clusters[i];
-        if again[i] != Reread::Same {
-            continue;
-        }
-        if let Some(hidden) = db_map.as_ref().and_then(|m| from_database(m, c)) {
-            if let MapSource::Database { clusters, .. } = &mut map_source {
-                *clusters += 1;
-            }
+        if let Some(hidden) = db_map.and_then(|m| from_database(m, c)) {
+            from_db += 1;
             vanished.insert(i, Ok(hidden));
             continue;
         }
         let expected = c.info.expected_vms();
-        // With a database, gone rows it found stay open while the API decides: they may not
-        // fit the API's count, and a failing database must not resolve them.
-        let keep_known = database.is_some();
         let probed = probe_vanished(
             api,
             c,
@@ -372,14 +457,7 @@ pub async fn fetch(
         }
         vanished.insert(i, probed.map_err(|e| e.to_string()));
     }
-    Ok(Inventory {
-        clusters,
-        vms,
-        nodes,
-        again,
-        vanished,
-        map_source,
-    })
+    (vanished, from_db)
 }
 
 /// The VMs named like a CKS node, and those in `known`, from the API's VM listing; the rest
