@@ -3,6 +3,7 @@
 //! state again. Without a state (`check --no-notify`) it only runs the cycle.
 
 pub mod cycle;
+pub mod diagnose;
 pub mod takeover;
 
 use std::sync::Arc;

@@ -223,7 +223,7 @@ async fn check(path: &std::path::Path, format: Format, no_notify: bool) -> i32 {
     }
     let report = match &tick.report {
         Ok(r) => r,
-        Err(e) => return fail(crate::front::diagnose::cycle(e, &config.cloudstack.url)),
+        Err(e) => return fail(crate::engine::diagnose::cycle(e, &config.cloudstack.url)),
     };
     let text = match format {
         Format::Text => {

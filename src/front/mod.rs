@@ -1,11 +1,10 @@
 //! What people type and read: the command line (`cli`), the report of a check (`report`),
-//! `validate-config` with its plain-words diagnoses (`validate`, `diagnose`), `explain`, the
+//! `validate-config` (`validate`), `explain`, the
 //! `demo`, and the man pages and completions made from the command line (`assets`).
 
 pub mod assets;
 pub mod cli;
 pub mod demo;
-pub mod diagnose;
 pub mod explain;
 pub mod report;
 pub mod validate;

@@ -19,7 +19,7 @@ use crate::cloudstack::release::Release;
 use crate::cloudstack::retry::RetryPolicy;
 use crate::config::secret_file;
 use crate::config::{Config, ConfigError, DEFAULT_COMMAND, parse_duration};
-use crate::front::diagnose;
+use crate::engine::diagnose;
 use crate::remote::NodeLister;
 use crate::remote::ssh::{SshNodeLister, load_private_key, remote_command};
 

@@ -685,6 +685,49 @@ async fn healthz_turns_503_when_cycles_keep_failing() {
     assert!(!log.contains(API_KEY) && !log.contains(SECRET_KEY));
 }
 
+/// A cycle that cannot reach CloudStack is explained in `run`'s log as `check` explains it: a
+/// host name that does not resolve (`.invalid` never does, RFC 6761) names the setting and the
+/// resolver, beside the raw error chain.
+#[tokio::test]
+async fn a_host_name_that_does_not_resolve_is_explained_in_the_log() {
+    let (cloud, _) = one_cluster().await;
+    let port = free_port();
+    let (config, text) = daemon_config(&cloud, port, "interval = \"1s\"", None);
+    let url = cloud.api.url();
+    assert!(text.contains(&url));
+    let text = text.replace(&url, "http://cks-drift-test.invalid/client/api");
+    std::fs::write(&config, text + "\n[log]\nformat = \"json\"\n").unwrap();
+    let mut daemon = Daemon::start(cloud.dir.path(), &config, port).await;
+    daemon
+        .wait_until("a failed cycle in the log", || async {
+            daemon.log().contains("the cycle failed")
+        })
+        .await;
+    daemon.signal("INT");
+    assert_eq!(daemon.exit().await.code(), Some(0));
+    let log = daemon.log();
+    let warning: serde_json::Value = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .find(|l: &serde_json::Value| {
+            l["message"] == "the cycle failed; the next one runs at the next interval"
+        })
+        .unwrap_or_else(|| panic!("{log}"));
+    let explained = warning["explained"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{warning}"));
+    assert!(
+        // Clusters and VMs are listed at once: either may fail first.
+        explained.starts_with("cannot list ")
+            && explained.contains(": cannot resolve cks-drift-test.invalid (cloudstack.url): ")
+            && explained.ends_with(
+                "; check the host name in cloudstack.url and this host's DNS resolver (DNS)"
+            ),
+        "{explained}"
+    );
+    assert!(warning["error"].as_str().is_some(), "{warning}");
+}
+
 #[tokio::test]
 async fn a_second_instance_stops_at_the_state_lock_before_binding() {
     let (cloud, _) = one_cluster().await;

@@ -1,6 +1,7 @@
 //! One-line explanations of failures for the person at the terminal: which step failed (DNS,
 //! TCP connect, TLS, credentials, SSH authentication, host key, the remote command) and what
-//! to do about it. Used by `validate-config --connect` and by commands that stop on an error.
+//! to do about it. Used by `validate-config --connect`, by commands that stop on an error, and
+//! by the service's log line of a cycle that failed.
 //!
 //! The errors themselves, and the decision to retry, belong to their layers; this module only
 //! reads them.
