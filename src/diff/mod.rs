@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::base::time::Timestamp;
 use crate::diff::identity::{Identity, host_label, identify};
-use crate::snapshot::{ClusterSnapshot, NodeView, VanishedHow, Vm, VmState};
+use crate::snapshot::{ClusterSnapshot, Node, NodeView, VanishedHow, VanishedVm, Vm, VmState};
 
 /// What the comparison may tolerate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -278,35 +278,9 @@ pub fn diff(snap: &ClusterSnapshot, policy: &Policy, now: Timestamp) -> Vec<Mism
         .iter()
         .filter(|vm| seen.insert(vm.id.as_str()))
         .collect();
-    let mapped_ids: HashSet<&str> = mapped.iter().map(|vm| vm.id.as_str()).collect();
 
-    for vm in &mapped {
-        if vm.state.is_dead() {
-            out.push(Mismatch::vm_finding(MismatchKind::MappedVm, vm));
-        }
-    }
-
-    for gone in &snap.vanished {
-        out.push(Mismatch {
-            kind: MismatchKind::MappedVm,
-            subject: Subject::Vm(VmRef {
-                id: gone.id.clone(),
-                name: gone.name.clone(),
-                state: gone_state(gone.how).to_string(),
-            }),
-        });
-    }
-
-    // Named as a node of this cluster, alive, and mapped by no cluster.
-    let unmapped: Vec<&Vm> = snap
-        .named
-        .iter()
-        .filter(|vm| {
-            !mapped_ids.contains(vm.id.as_str())
-                && !snap.mapped_elsewhere.contains(&vm.id)
-                && !vm.state.is_dead()
-        })
-        .collect();
+    dead_mapped_vms(snap, &mapped, &mut out);
+    let unmapped = unmapped_vms(snap, &mapped);
     for vm in &unmapped {
         let created = vm
             .created
@@ -316,22 +290,97 @@ pub fn diff(snap: &ClusterSnapshot, policy: &Policy, now: Timestamp) -> Vec<Mism
         }
         out.push(Mismatch::vm_finding(MismatchKind::UnmappedVm, vm));
     }
-
-    // The API drops map rows whose VM was removed or never existed: only a count shows them.
-    // Unmapped VMs (of any age) explain missing rows, as do vanished VMs already reported.
-    let expected = snap.cluster.expected_vms() as usize;
-    let shown = mapped.len() + snap.vanished.len();
-    if shown + unmapped.len() < expected {
-        out.push(Mismatch {
-            kind: MismatchKind::MapCount,
-            subject: Subject::MapRows {
-                shown: shown as u32,
-                expected: expected as u32,
-            },
-        });
-    }
+    out.extend(map_count(snap, &mapped, &unmapped));
 
     if let NodeView::Listed(nodes) = &snap.nodes {
+        let matching = NodeMatching::new(snap, &mapped, nodes);
+        matching.nodes_without_vm(nodes, &mut out);
+        matching.vms_not_nodes(&mapped, cutoff, &mut out);
+    }
+
+    out.sort_by_key(|m| (m.kind, m.key()));
+    out
+}
+
+/// A `mapped_vm` finding for each mapped VM that is dead, and each whose row the API hides
+/// and a probe found gone.
+fn dead_mapped_vms(snap: &ClusterSnapshot, mapped: &[&Vm], out: &mut Vec<Mismatch>) {
+    for vm in mapped {
+        if vm.state.is_dead() {
+            out.push(Mismatch::vm_finding(MismatchKind::MappedVm, vm));
+        }
+    }
+    for gone in &snap.vanished {
+        out.push(Mismatch {
+            kind: MismatchKind::MappedVm,
+            subject: Subject::Vm(gone_ref(gone)),
+        });
+    }
+}
+
+/// A gone map row, as a finding names its VM.
+fn gone_ref(gone: &VanishedVm) -> VmRef {
+    VmRef {
+        id: gone.id.clone(),
+        name: gone.name.clone(),
+        state: gone_state(gone.how).to_string(),
+    }
+}
+
+/// The VMs named as a node of this cluster, alive, and mapped by no cluster (of any age).
+fn unmapped_vms<'a>(snap: &'a ClusterSnapshot, mapped: &[&Vm]) -> Vec<&'a Vm> {
+    let mapped_ids: HashSet<&str> = mapped.iter().map(|vm| vm.id.as_str()).collect();
+    snap.named
+        .iter()
+        .filter(|vm| {
+            !mapped_ids.contains(vm.id.as_str())
+                && !snap.mapped_elsewhere.contains(&vm.id)
+                && !vm.state.is_dead()
+        })
+        .collect()
+}
+
+/// The API drops map rows whose VM was removed or never existed: only a count shows them.
+/// Unmapped VMs (of any age) explain missing rows, as do vanished VMs already reported.
+fn map_count(snap: &ClusterSnapshot, mapped: &[&Vm], unmapped: &[&Vm]) -> Option<Mismatch> {
+    let expected = snap.cluster.expected_vms() as usize;
+    let shown = mapped.len() + snap.vanished.len();
+    (shown + unmapped.len() < expected).then_some(Mismatch {
+        kind: MismatchKind::MapCount,
+        subject: Subject::MapRows {
+            shown: shown as u32,
+            expected: expected as u32,
+        },
+    })
+}
+
+/// Whether a node whose identity says `i` is matched by its name, `by_identity` telling
+/// whether some node is a VM of the cluster by its identity.
+fn matched_by_name(by_identity: bool, i: &Identity) -> bool {
+    !by_identity || *i == Identity::Unlisted
+}
+
+/// Which VM of the cluster each listed node is: by identity where some node is one by
+/// identity, else by name.
+struct NodeMatching {
+    /// The VMs a node may be named like: mapped, and named as nodes of the cluster.
+    live: Vec<VmRef>,
+    /// The VMs a node may be: `live`, and those gone from the map.
+    candidates: Vec<VmRef>,
+    /// Of each node, in the listing's order, what its identity says.
+    identity: Vec<Identity>,
+    /// Whether some node is a VM of the cluster by its identity.
+    by_identity: bool,
+    /// The (lowercased) ids of the VMs a node is by its identity.
+    held: HashSet<String>,
+    /// The (lowercased) names of the VMs no node is by its identity.
+    vm_labels: HashSet<String>,
+    /// The host labels of the nodes matched by name.
+    node_labels: HashSet<String>,
+}
+
+impl NodeMatching {
+    fn new(snap: &ClusterSnapshot, mapped: &[&Vm], nodes: &[Node]) -> Self {
         // The VMs a node may be: mapped, named as nodes of the cluster, and gone from the map
         // (a node left behind by a gone VM is its `mapped_vm` finding, not one of its own).
         let live: Vec<VmRef> = mapped
@@ -343,11 +392,7 @@ pub fn diff(snap: &ClusterSnapshot, policy: &Policy, now: Timestamp) -> Vec<Mism
         let candidates: Vec<VmRef> = live
             .iter()
             .cloned()
-            .chain(snap.vanished.iter().map(|gone| VmRef {
-                id: gone.id.clone(),
-                name: gone.name.clone(),
-                state: gone_state(gone.how).to_string(),
-            }))
+            .chain(snap.vanished.iter().map(gone_ref))
             .collect();
         let pairs: Vec<(&str, &str)> = candidates
             .iter()
@@ -359,7 +404,6 @@ pub fn diff(snap: &ClusterSnapshot, policy: &Policy, now: Timestamp) -> Vec<Mism
         // name, as before identities were listed. Where some are, a node that lists an
         // identity is judged by it, and only one that lists none is matched by name.
         let by_identity = identity.iter().any(|i| matches!(i, Identity::Is(_)));
-        let by_name = |i: &Identity| !by_identity || *i == Identity::Unlisted;
         let held: HashSet<String> = identity
             .iter()
             .filter_map(|i| match i {
@@ -377,27 +421,36 @@ pub fn diff(snap: &ClusterSnapshot, policy: &Policy, now: Timestamp) -> Vec<Mism
         let node_labels: HashSet<String> = nodes
             .iter()
             .zip(&identity)
-            .filter(|(_, i)| by_name(i))
+            .filter(|(_, i)| matched_by_name(by_identity, i))
             .map(|(node, _)| host_label(&node.name))
             .collect();
+        NodeMatching {
+            live,
+            candidates,
+            identity,
+            by_identity,
+            held,
+            vm_labels,
+            node_labels,
+        }
+    }
 
+    /// Whether a node whose identity says `i` is matched by its name.
+    fn by_name(&self, i: &Identity) -> bool {
+        matched_by_name(self.by_identity, i)
+    }
+
+    /// A `node_without_vm` finding for each node that is no VM of the cluster, and an
+    /// `identity_conflict` for each that is one VM while named like another.
+    fn nodes_without_vm(&self, nodes: &[Node], out: &mut Vec<Mismatch>) {
         let mut reported = HashSet::new();
-        for (node, found) in nodes.iter().zip(&identity) {
+        for (node, found) in nodes.iter().zip(&self.identity) {
             let name = node.name.to_ascii_lowercase();
             let label = host_label(&name);
             match *found {
                 Identity::Is(k) | Identity::Claims(k) => {
-                    let is = &candidates[k];
-                    let named = live.iter().find(|vm| {
-                        vm.name
-                            .as_deref()
-                            .is_some_and(|n| n.eq_ignore_ascii_case(&label))
-                    });
-                    let named_like_it = is
-                        .name
-                        .as_deref()
-                        .is_some_and(|n| n.eq_ignore_ascii_case(&label));
-                    if let Some(named) = named.filter(|_| !named_like_it) {
+                    let is = &self.candidates[k];
+                    if let Some(named) = self.named_otherwise(is, &label) {
                         if reported.insert(name.clone()) {
                             out.push(Mismatch {
                                 kind: MismatchKind::IdentityConflict,
@@ -415,7 +468,7 @@ pub fn diff(snap: &ClusterSnapshot, policy: &Policy, now: Timestamp) -> Vec<Mism
                     }
                     // It claims a VM another node is, and is named like no other VM: no VM.
                 }
-                _ if by_name(found) && vm_labels.contains(&label) => continue,
+                _ if self.by_name(found) && self.vm_labels.contains(&label) => continue,
                 // Named like no VM; or, where other nodes are VMs by identity, one whose
                 // identity is no VM of the cluster, whatever its name: no VM.
                 _ => {}
@@ -428,13 +481,31 @@ pub fn diff(snap: &ClusterSnapshot, policy: &Policy, now: Timestamp) -> Vec<Mism
                 subject: Subject::Node(name),
             });
         }
+    }
 
-        for vm in &mapped {
+    /// The VM a node whose identity says it `is` one VM is named like, when that is another.
+    fn named_otherwise(&self, is: &VmRef, label: &str) -> Option<&VmRef> {
+        let named = self.live.iter().find(|vm| {
+            vm.name
+                .as_deref()
+                .is_some_and(|n| n.eq_ignore_ascii_case(label))
+        });
+        let named_like_it = is
+            .name
+            .as_deref()
+            .is_some_and(|n| n.eq_ignore_ascii_case(label));
+        named.filter(|_| !named_like_it)
+    }
+
+    /// A `vm_not_a_node` finding for each mapped Running VM, settled past the grace period,
+    /// that no node is.
+    fn vms_not_nodes(&self, mapped: &[&Vm], cutoff: Timestamp, out: &mut Vec<Mismatch>) {
+        for vm in mapped {
             if vm.state != VmState::Running || vm.etcd {
                 continue;
             }
-            if held.contains(&vm.id.to_ascii_lowercase())
-                || node_labels.contains(&vm.name.to_ascii_lowercase())
+            if self.held.contains(&vm.id.to_ascii_lowercase())
+                || self.node_labels.contains(&vm.name.to_ascii_lowercase())
             {
                 continue;
             }
@@ -445,9 +516,6 @@ pub fn diff(snap: &ClusterSnapshot, policy: &Policy, now: Timestamp) -> Vec<Mism
             out.push(Mismatch::vm_finding(MismatchKind::VmNotANode, vm));
         }
     }
-
-    out.sort_by_key(|m| (m.kind, m.key()));
-    out
 }
 
 #[cfg(test)]

@@ -188,6 +188,28 @@ pub async fn recover(
     now: Timestamp,
 ) -> Result<Recovered, ApiError> {
     let mut got = Recovered::default();
+    let (alerts, notes) = read_ours(api).await?;
+    got.forgotten = forget_resolved(
+        state,
+        &alerts.iter().map(|a| a.id.as_str()).collect(),
+        &notes.iter().map(|n| n.id.as_str()).collect(),
+    );
+    for a in &alerts {
+        recover_alert(state, a, now, &mut got);
+    }
+    recover_annotations(state, &notes, now, &mut got);
+    info!(
+        alerts = got.alerts,
+        annotations = got.annotations,
+        findings = got.findings,
+        forgotten = got.forgotten,
+        "what was reported was read back from CloudStack"
+    );
+    Ok(got)
+}
+
+/// This daemon's un-archived alerts, and its annotations on Kubernetes clusters.
+async fn read_ours(api: &Client) -> Result<(Vec<Alert>, Vec<Annotation>), ApiError> {
     let alerts: Vec<Alert> = api
         .list("listAlerts", "alert", &[("name", ALERT_NAME)])
         .await?;
@@ -205,76 +227,78 @@ pub async fn recover(
             Annotation::ours,
         )
         .await?;
-    got.forgotten = forget_resolved(
-        state,
-        &alerts.iter().map(|a| a.id.as_str()).collect(),
-        &notes.iter().map(|n| n.id.as_str()).collect(),
-    );
-    for a in &alerts {
-        if let Some(key) = a.description.as_deref().and_then(storm_marker_key) {
-            // A storm under way: it goes on, and ends as storms do.
-            let since = a.sent.as_deref().and_then(Timestamp::parse).unwrap_or(now);
-            state.alerts.insert(
-                record_key(STORM_SCOPE, key),
-                AlertRecord {
-                    alert_id: a.id.clone(),
-                    alert_type: a.r#type.and_then(|t| u32::try_from(t).ok()).unwrap_or(0),
-                    zone_id: a.zoneid.clone(),
-                    covers: vec![],
-                },
-            );
-            if state.storm.is_none() {
-                state.storm = Some(Storm {
-                    since,
-                    key: key.to_string(),
-                    clusters: 0,
-                    checked: 0,
-                    held: 0,
-                });
-            }
-            got.alerts += 1;
-            continue;
-        }
-        if let Some((cluster, key, covers)) =
-            a.description.as_deref().and_then(summary_marker_parts)
-        {
-            // A summary: archived once none of the findings it names is open. Its marker
-            // holds its key as a digest; a record the state kept is the same alert.
-            if state.alerts.values().any(|r| r.alert_id == a.id) {
-                continue;
-            }
-            state.alerts.insert(
-                record_key(cluster, key),
-                AlertRecord {
-                    alert_id: a.id.clone(),
-                    alert_type: a.r#type.and_then(|t| u32::try_from(t).ok()).unwrap_or(0),
-                    zone_id: a.zoneid.clone(),
-                    covers,
-                },
-            );
-            got.alerts += 1;
-            continue;
-        }
-        let Some((cluster, key)) = a.description.as_deref().and_then(alert_marker_parts) else {
-            continue;
-        };
-        let since = a.sent.as_deref().and_then(Timestamp::parse).unwrap_or(now);
-        if remember(state, cluster, &key, since) {
-            got.findings += 1;
-        }
-        state.alerts.insert(
-            record_key(cluster, &key.to_string()),
-            AlertRecord {
-                alert_id: a.id.clone(),
-                alert_type: a.r#type.and_then(|t| u32::try_from(t).ok()).unwrap_or(0),
-                zone_id: a.zoneid.clone(),
-                covers: vec![],
-            },
-        );
-        got.alerts += 1;
+    Ok((alerts, notes))
+}
+
+/// The record of alert `a`, covering `covers` (a summary's findings; none for the others).
+fn alert_record(a: &Alert, covers: Vec<String>) -> AlertRecord {
+    AlertRecord {
+        alert_id: a.id.clone(),
+        alert_type: a.r#type.and_then(|t| u32::try_from(t).ok()).unwrap_or(0),
+        zone_id: a.zoneid.clone(),
+        covers,
     }
+}
+
+/// Reads one alert back by its marker: a storm's, a summary's or a finding's. An alert
+/// without one is left alone.
+fn recover_alert(state: &mut State, a: &Alert, now: Timestamp, got: &mut Recovered) {
+    let Some(description) = a.description.as_deref() else {
+        return;
+    };
+    let since = a.sent.as_deref().and_then(Timestamp::parse).unwrap_or(now);
+    if let Some(key) = storm_marker_key(description) {
+        // A storm under way: it goes on, and ends as storms do.
+        state
+            .alerts
+            .insert(record_key(STORM_SCOPE, key), alert_record(a, vec![]));
+        if state.storm.is_none() {
+            state.storm = Some(Storm {
+                since,
+                key: key.to_string(),
+                clusters: 0,
+                checked: 0,
+                held: 0,
+            });
+        }
+        got.alerts += 1;
+        return;
+    }
+    if let Some((cluster, key, covers)) = summary_marker_parts(description) {
+        // A summary: archived once none of the findings it names is open. Its marker
+        // holds its key as a digest; a record the state kept is the same alert.
+        if state.alerts.values().any(|r| r.alert_id == a.id) {
+            return;
+        }
+        state
+            .alerts
+            .insert(record_key(cluster, key), alert_record(a, covers));
+        got.alerts += 1;
+        return;
+    }
+    let Some((cluster, key)) = alert_marker_parts(description) else {
+        return;
+    };
+    if remember(state, cluster, &key, since) {
+        got.findings += 1;
+    }
+    state.alerts.insert(
+        record_key(cluster, &key.to_string()),
+        alert_record(a, vec![]),
+    );
+    got.alerts += 1;
+}
+
+/// Reads the annotations back by their markers, cluster by cluster: each finding as reported
+/// since `now`, and its annotation's record.
+fn recover_annotations(
+    state: &mut State,
+    notes: &[Annotation],
+    now: Timestamp,
+    got: &mut Recovered,
+) {
     let mut by_cluster: BTreeMap<&str, Vec<(&Annotation, FindingKey)>> = BTreeMap::new();
-    for n in &notes {
+    for n in notes {
         let (Some(cluster), Some(key)) = (
             n.entityid.as_deref(),
             n.annotation
@@ -297,14 +321,6 @@ pub async fn recover(
             got.annotations += 1;
         }
     }
-    info!(
-        alerts = got.alerts,
-        annotations = got.annotations,
-        findings = got.findings,
-        forgotten = got.forgotten,
-        "what was reported was read back from CloudStack"
-    );
-    Ok(got)
 }
 
 #[cfg(test)]

@@ -6,8 +6,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crate::cks::naming::{NameIndex, NodeRole};
-use crate::inventory::{Inventory, Reread, VmId, VmRow};
-use crate::snapshot::{ClusterSnapshot, NodeView, Vm};
+use crate::inventory::{ClusterRecord, Inventory, NodeListing, Reread, VmId, VmRow};
+use crate::snapshot::{ClusterSnapshot, NodeView, VanishedVm, Vm};
 
 /// Why a cluster was skipped; decides what dedupe may do with its earlier findings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,166 +81,207 @@ pub fn assemble(inventory: Inventory) -> impl Iterator<Item = Assembled> {
     let Inventory {
         clusters,
         vms,
-        mut nodes,
+        nodes,
         again,
-        mut vanished,
+        vanished,
         map_source: _,
     } = inventory;
+    // The index of names is dropped before the map of mapped ids is built: not both at once.
+    let named = named_nodes(&clusters, &vms);
+    let elsewhere = mapped_elsewhere(&clusters, &vms, &named);
+    let mut parts = Parts {
+        vms,
+        named,
+        elsewhere,
+        nodes,
+        again,
+        vanished,
+    };
+    clusters.into_iter().enumerate().map(move |(i, c)| {
+        let verdict = parts.verdict(i, &c);
+        assembled(&c, verdict)
+    })
+}
+
+/// The owner's VMs named as nodes of each checkable cluster, in one pass over the VMs: their
+/// indexes in `vms`, and whether they are named as etcd nodes.
+fn named_nodes(clusters: &[ClusterRecord], vms: &[VmRow]) -> HashMap<usize, Vec<(usize, bool)>> {
     let checkable: Vec<usize> = (0..clusters.len())
         .filter(|&i| clusters[i].skip.is_none())
         .collect();
-
-    let (mut named, mut elsewhere) = {
-        // The owner's VMs named as nodes of each checkable cluster, in one pass over the VMs:
-        // their indexes in `vms`, and whether they are named as etcd nodes. The index of
-        // names is dropped before the map of mapped ids is built: not both at once.
-        let mut named: HashMap<usize, Vec<(usize, bool)>> = HashMap::new();
-        {
-            // Owners compare by value; the VMs' are shared, so they are looked up as they are.
-            let index = NameIndex::new(checkable.iter().filter_map(|&i| {
-                let c = &clusters[i].info;
-                c.owner
-                    .clone()
-                    .map(|o| (Arc::new(o), c.name.as_str(), c.id.as_str()))
-            }));
-            for (v, vm) in vms.iter().enumerate() {
-                let Some(owner) = &vm.owner else {
-                    continue;
-                };
-                for (k, role) in index.lookup(owner, &vm.name) {
-                    named
-                        .entry(checkable[k])
-                        .or_default()
-                        .push((v, role == NodeRole::Etcd));
-                }
-            }
-        }
-
-        // Every VM id in any cluster's map, checked or not.
-        let mut mapped_by: HashMap<&VmId, usize> = HashMap::new();
-        for (i, c) in clusters.iter().enumerate() {
-            for vm in &c.map {
-                mapped_by.entry(&vm.id).or_insert(i);
-            }
-        }
-        // Of those, the VMs another cluster maps.
-        let mut elsewhere: HashMap<usize, BTreeSet<String>> = HashMap::new();
-        for (&i, list) in &named {
-            let ids: BTreeSet<String> = list
-                .iter()
-                .map(|&(v, _)| &vms[v].id)
-                .filter(|id| mapped_by.get(id).is_some_and(|&j| j != i))
-                .map(VmId::to_string)
-                .collect();
-            if !ids.is_empty() {
-                elsewhere.insert(i, ids);
-            }
-        }
-        (named, elsewhere)
-    };
-
-    clusters.into_iter().enumerate().map(move |(i, c)| {
-        let c = &c;
-        let info = &c.info;
-        let skipped = |kind, reason: String| Verdict::Skipped { kind, reason };
-        let verdict = if let Some(reason) = &c.skip {
-            skipped(SkipKind::Rule, reason.clone())
-        } else {
-            match &again[i] {
-                Reread::Gone => skipped(
-                    SkipKind::Changed,
-                    "the cluster disappeared during the check".into(),
-                ),
-                Reread::StateChanged(now) => skipped(
-                    SkipKind::Changed,
-                    format!(
-                        "its state changed from {} to {now} during the check",
-                        info.state
-                    ),
-                ),
-                Reread::MapChanged => skipped(
-                    SkipKind::Changed,
-                    "its VM map changed during the check".to_string(),
-                ),
-                Reread::Same => match vanished.remove(&i) {
-                    Some(Err(e)) => {
-                        skipped(SkipKind::ApiFailed, format!("an API call failed: {e}"))
-                    }
-                    gone => {
-                        let etcd_prefix = crate::cks::naming::etcd_prefix(&info.name, &info.id);
-                        let is_etcd_name = |name: &str| {
-                            crate::cks::naming::split(name)
-                                .iter()
-                                .any(|(p, r)| *r == NodeRole::Etcd && *p == etcd_prefix)
-                        };
-                        let mapped: Vec<Vm> = c
-                            .map
-                            .iter()
-                            .map(|vm| to_vm(vm, is_etcd_name(&vm.name)))
-                            .collect();
-                        let named: Vec<Vm> = named
-                            .remove(&i)
-                            .unwrap_or_default()
-                            .into_iter()
-                            .map(|(v, etcd)| to_vm(&vms[v], etcd))
-                            .collect();
-                        let mapped_elsewhere = elsewhere.remove(&i).unwrap_or_default();
-                        let (view, failure) = nodes.remove(&i).unwrap_or((
-                            NodeView::Unknown {
-                                reason: "the node listing did not finish".into(),
-                            },
-                            Some("internal"),
-                        ));
-                        let vms = (info.expected_vms() as usize)
-                            .max(mapped.len())
-                            .max(named.len());
-                        let (view, failure) = match view {
-                            NodeView::Listed(list) if implausible(list.len(), vms) => (
-                                NodeView::Unknown {
-                                    reason: format!(
-                                        "the control node listed {} nodes for a cluster of {vms} \
-                                         VMs; a list that much longer is not compared",
-                                        list.len()
-                                    ),
-                                },
-                                Some("output"),
-                            ),
-                            view => (view, failure),
-                        };
-                        let partial = match &view {
-                            NodeView::Unknown { reason } => {
-                                Some((format!("nodes not listed: {reason}"), failure))
-                            }
-                            NodeView::Listed(_) => None,
-                        };
-                        Verdict::Compare {
-                            snapshot: Box::new(ClusterSnapshot {
-                                cluster: info.clone(),
-                                mapped,
-                                named,
-                                mapped_elsewhere,
-                                vanished: gone.and_then(Result::ok).unwrap_or_default(),
-                                nodes: view,
-                            }),
-                            partial,
-                        }
-                    }
-                },
-            }
+    let mut named: HashMap<usize, Vec<(usize, bool)>> = HashMap::new();
+    // Owners compare by value; the VMs' are shared, so they are looked up as they are.
+    let index = NameIndex::new(checkable.iter().filter_map(|&i| {
+        let c = &clusters[i].info;
+        c.owner
+            .clone()
+            .map(|o| (Arc::new(o), c.name.as_str(), c.id.as_str()))
+    }));
+    for (v, vm) in vms.iter().enumerate() {
+        let Some(owner) = &vm.owner else {
+            continue;
         };
-        Assembled {
-            id: info.id.clone(),
-            name: info.name.clone(),
-            zone_id: info.zone_id.clone(),
-            owner: c.owner_name.clone(),
-            owner_id: info.owner.as_ref().map(crate::snapshot::Owner::key),
-            mapped: c
-                .map
-                .iter()
-                .map(|vm| (vm.id.to_string(), vm.name.to_string()))
-                .collect(),
-            expected_vms: info.expected_vms(),
-            verdict,
+        for (k, role) in index.lookup(owner, &vm.name) {
+            named
+                .entry(checkable[k])
+                .or_default()
+                .push((v, role == NodeRole::Etcd));
         }
-    })
+    }
+    named
+}
+
+/// Of the VMs named as nodes of each cluster, the ids of those another cluster maps.
+fn mapped_elsewhere(
+    clusters: &[ClusterRecord],
+    vms: &[VmRow],
+    named: &HashMap<usize, Vec<(usize, bool)>>,
+) -> HashMap<usize, BTreeSet<String>> {
+    // Every VM id in any cluster's map, checked or not.
+    let mut mapped_by: HashMap<&VmId, usize> = HashMap::new();
+    for (i, c) in clusters.iter().enumerate() {
+        for vm in &c.map {
+            mapped_by.entry(&vm.id).or_insert(i);
+        }
+    }
+    // Of those, the VMs another cluster maps.
+    let mut elsewhere: HashMap<usize, BTreeSet<String>> = HashMap::new();
+    for (&i, list) in named {
+        let ids: BTreeSet<String> = list
+            .iter()
+            .map(|&(v, _)| &vms[v].id)
+            .filter(|id| mapped_by.get(id).is_some_and(|&j| j != i))
+            .map(VmId::to_string)
+            .collect();
+        if !ids.is_empty() {
+            elsewhere.insert(i, ids);
+        }
+    }
+    elsewhere
+}
+
+/// What the clusters' verdicts are made from, by cluster index: each cluster's share is taken
+/// out when its turn comes.
+struct Parts {
+    vms: Vec<VmRow>,
+    named: HashMap<usize, Vec<(usize, bool)>>,
+    elsewhere: HashMap<usize, BTreeSet<String>>,
+    nodes: HashMap<usize, NodeListing>,
+    again: Vec<Reread>,
+    vanished: HashMap<usize, Result<Vec<VanishedVm>, String>>,
+}
+
+impl Parts {
+    /// Cluster `i` skipped with a reason, or its snapshot.
+    fn verdict(&mut self, i: usize, c: &ClusterRecord) -> Verdict {
+        let skipped = |kind, reason: String| Verdict::Skipped { kind, reason };
+        if let Some(reason) = &c.skip {
+            return skipped(SkipKind::Rule, reason.clone());
+        }
+        match &self.again[i] {
+            Reread::Gone => skipped(
+                SkipKind::Changed,
+                "the cluster disappeared during the check".into(),
+            ),
+            Reread::StateChanged(now) => skipped(
+                SkipKind::Changed,
+                format!(
+                    "its state changed from {} to {now} during the check",
+                    c.info.state
+                ),
+            ),
+            Reread::MapChanged => skipped(
+                SkipKind::Changed,
+                "its VM map changed during the check".to_string(),
+            ),
+            Reread::Same => match self.vanished.remove(&i) {
+                Some(Err(e)) => skipped(SkipKind::ApiFailed, format!("an API call failed: {e}")),
+                gone => self.compare(i, c, gone.and_then(Result::ok).unwrap_or_default()),
+            },
+        }
+    }
+
+    /// The snapshot of cluster `i`, whose gone map rows are `vanished`.
+    fn compare(&mut self, i: usize, c: &ClusterRecord, vanished: Vec<VanishedVm>) -> Verdict {
+        let info = &c.info;
+        let etcd_prefix = crate::cks::naming::etcd_prefix(&info.name, &info.id);
+        let is_etcd_name = |name: &str| {
+            crate::cks::naming::split(name)
+                .iter()
+                .any(|(p, r)| *r == NodeRole::Etcd && *p == etcd_prefix)
+        };
+        let mapped: Vec<Vm> = c
+            .map
+            .iter()
+            .map(|vm| to_vm(vm, is_etcd_name(&vm.name)))
+            .collect();
+        let named: Vec<Vm> = self
+            .named
+            .remove(&i)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(v, etcd)| to_vm(&self.vms[v], etcd))
+            .collect();
+        let mapped_elsewhere = self.elsewhere.remove(&i).unwrap_or_default();
+        let listing = self.nodes.remove(&i).unwrap_or((
+            NodeView::Unknown {
+                reason: "the node listing did not finish".into(),
+            },
+            Some("internal"),
+        ));
+        let vms = (info.expected_vms() as usize)
+            .max(mapped.len())
+            .max(named.len());
+        let (view, failure) = plausible(listing, vms);
+        let partial = match &view {
+            NodeView::Unknown { reason } => Some((format!("nodes not listed: {reason}"), failure)),
+            NodeView::Listed(_) => None,
+        };
+        Verdict::Compare {
+            snapshot: Box::new(ClusterSnapshot {
+                cluster: info.clone(),
+                mapped,
+                named,
+                mapped_elsewhere,
+                vanished,
+                nodes: view,
+            }),
+            partial,
+        }
+    }
+}
+
+/// A node listing as it is compared: one far longer than the cluster's `vms` VMs is not.
+fn plausible(listing: NodeListing, vms: usize) -> NodeListing {
+    match listing {
+        (NodeView::Listed(list), _) if implausible(list.len(), vms) => (
+            NodeView::Unknown {
+                reason: format!(
+                    "the control node listed {} nodes for a cluster of {vms} \
+                     VMs; a list that much longer is not compared",
+                    list.len()
+                ),
+            },
+            Some("output"),
+        ),
+        listing => listing,
+    }
+}
+
+fn assembled(c: &ClusterRecord, verdict: Verdict) -> Assembled {
+    let info = &c.info;
+    Assembled {
+        id: info.id.clone(),
+        name: info.name.clone(),
+        zone_id: info.zone_id.clone(),
+        owner: c.owner_name.clone(),
+        owner_id: info.owner.as_ref().map(crate::snapshot::Owner::key),
+        mapped: c
+            .map
+            .iter()
+            .map(|vm| (vm.id.to_string(), vm.name.to_string()))
+            .collect(),
+        expected_vms: info.expected_vms(),
+        verdict,
+    }
 }

@@ -17,8 +17,8 @@ use crate::diff::wording::{
 use crate::diff::{FindingKey, GONE_EXPUNGED, GONE_MISSING, Mismatch, MismatchKind, Side, Subject};
 use crate::snapshot::{PreviousMap, VanishedHow};
 use crate::state::{
-    Level, Notification, Outgoing, Reported, STORM_SCOPE, State, Storm, VanishedRecord, record_key,
-    side_key,
+    ClusterState, Level, Notification, Outgoing, Reported, STORM_SCOPE, State, Storm,
+    VanishedRecord, record_key, side_key,
 };
 
 /// How much of a cluster a cycle compared.
@@ -225,7 +225,7 @@ fn event(
 /// least two cycles, keeping count in `entry`: since the last full comparison, or since the
 /// first failure of a cluster never compared. A skipped cluster changes nothing.
 fn blind_finding(
-    entry: &mut crate::state::ClusterState,
+    entry: &mut ClusterState,
     c: &Observed,
     blind_after: std::time::Duration,
     now: Timestamp,
@@ -274,229 +274,15 @@ pub fn step(
     let mut told: Vec<(String, Vec<Mismatch>)> = Vec::new();
 
     for c in observed {
-        let mut entry = state.clusters.remove(&c.id).unwrap_or_default();
-        entry.name = c.name.clone();
-        entry.zone_id = c.zone_id.clone().or(entry.zone_id);
-        entry.owner = c.owner.clone().or(entry.owner);
-        entry.owner_id = c.owner_id.clone().or(entry.owner_id.take());
-
-        let blind = blind_finding(&mut entry, c, settings.blind_after, now);
-        let sides: &[Side] = match c.coverage {
-            Coverage::Full => &[Side::Vms, Side::Nodes],
-            Coverage::VmsOnly => &[Side::Vms],
-            Coverage::None => &[],
-        };
-        let mut new: Vec<&Mismatch> = Vec::new();
-        // Kept findings to tell now (an `[[ignore]]` rule stopped matching them).
-        let mut unignored: Vec<Mismatch> = Vec::new();
-        let mut resolved: Vec<(String, Reported)> = Vec::new();
-        let mut matches_again: Vec<Side> = Vec::new();
-        for &side in sides {
-            let fresh: BTreeMap<String, &Mismatch> = c
-                .mismatches
-                .iter()
-                .chain(&blind)
-                .filter(|m| m.side() == side)
-                .map(|m| (side_key(&m.key()), m))
-                .collect();
-            let prev = std::mem::take(entry.side_mut(side));
-            for (key, r) in &prev {
-                if !fresh.contains_key(key) {
-                    resolved.push((key.clone(), r.clone()));
-                }
-            }
-            if fresh.is_empty() && !prev.is_empty() {
-                matches_again.push(side);
-            }
-            let mut next = BTreeMap::new();
-            for (key, m) in fresh {
-                let ignored = c.ignored.get(&key).cloned();
-                let mut r = Reported::new(m, now);
-                match prev.get(&key) {
-                    Some(p) => {
-                        r.since = p.since;
-                        r.held = p.held;
-                        match (&p.ignored, &ignored) {
-                            (Some(rule), None) => {
-                                outcome
-                                    .unignored
-                                    .push((c.id.clone(), key.clone(), rule.clone()));
-                                unignored.push(m.clone());
-                            }
-                            (None, Some(rule)) => {
-                                outcome.newly_ignored.push((
-                                    c.id.clone(),
-                                    key.clone(),
-                                    rule.clone(),
-                                ));
-                                // What was sent for it is taken back (a held one had nothing).
-                                resolved.push((key.clone(), p.clone()));
-                                r.held = false;
-                            }
-                            _ => {}
-                        }
-                    }
-                    None => new.push(m),
-                }
-                r.ignored = ignored;
-                next.insert(key, r);
-            }
-            *entry.side_mut(side) = next;
-        }
-        if c.listed {
-            entry.listed_at = Some(now);
-            entry.nodes_failed = c.coverage == Coverage::VmsOnly;
-        }
-        if c.coverage != Coverage::None {
-            entry.map = c.mapped.iter().cloned().collect();
-            entry.expected_vms = c.expected_vms;
-            entry.vanished = c
-                .mismatches
-                .iter()
-                .filter(|m| m.kind == MismatchKind::MappedVm)
-                .filter_map(|m| {
-                    let vm = m.vm()?;
-                    let how = match vm.state.as_str() {
-                        GONE_EXPUNGED => VanishedHow::Expunged,
-                        GONE_MISSING => VanishedHow::DoesNotExist,
-                        _ => return None,
-                    };
-                    Some((
-                        vm.id.clone(),
-                        VanishedRecord {
-                            name: vm.name.clone(),
-                            how,
-                        },
-                    ))
-                })
-                .collect();
-        }
-
-        let mut q = Queue {
-            state,
-            pending: &mut pending,
-        };
-        let mut tell: Vec<Mismatch> = unignored;
-        for m in &new {
-            let key = m.key();
-            outcome.new.insert((c.id.clone(), key.clone()));
-            // A finding an `[[ignore]]` rule matches is reported (INFO, with the rule's
-            // reason), never alerted.
-            match c.ignored.get(&side_key(&key)) {
-                Some(rule) => q.push(event(
-                    Level::Info,
-                    &c.id,
-                    &c.name,
-                    Some(m),
-                    format!(
-                        "{}; ignored by [[ignore]] rule {}: {}",
-                        reason(&c.name, m),
-                        rule.rule,
-                        rule.reason
-                    ),
-                    now,
-                )),
-                None => {
-                    q.push(event(
-                        Level::Warn,
-                        &c.id,
-                        &c.name,
-                        Some(m),
-                        reason(&c.name, m),
-                        now,
-                    ));
-                    tell.push((*m).clone());
-                }
-            }
-        }
+        let tell = step_cluster(state, &mut pending, &mut outcome, c, settings, now);
         if !tell.is_empty() {
             told.push((c.id.clone(), tell));
         }
-        for (key, r) in &resolved {
-            // A held finding had nothing sent but its event, an ignored one nothing at all.
-            if r.ignored.is_none() {
-                resolve_alertmanager(&mut q, &c.id, &entry, r, settings, now);
-                if !r.held {
-                    close(&mut q, &c.id, key, settings);
-                }
-            }
-        }
-        if settings.alerts && !resolved.is_empty() {
-            let open: BTreeSet<&String> = entry.vms.keys().chain(entry.nodes.keys()).collect();
-            for key in summaries_to_archive(q.state, &c.id, &open) {
-                q.push(Notification::ArchiveAlert {
-                    cluster_id: c.id.clone(),
-                    key,
-                });
-            }
-        }
-        for side in matches_again {
-            let description = format!(
-                "The VM map of Kubernetes cluster {} matches {} again",
-                c.name,
-                side_text(side)
-            );
-            q.push(event(Level::Info, &c.id, &c.name, None, description, now));
-        }
-
-        let mut open: Vec<Mismatch> = entry
-            .vms
-            .values()
-            .chain(entry.nodes.values())
-            .filter_map(Reported::mismatch)
-            .collect();
-        if !open.is_empty() {
-            open.sort_by_key(|m| (m.kind, m.key()));
-            outcome.open.insert(c.id.clone(), open);
-        }
-        state.clusters.insert(c.id.clone(), entry);
     }
 
     // Clusters that no longer exist: close what was open for them.
     if !observed.is_empty() {
-        let gone: Vec<String> = state
-            .clusters
-            .keys()
-            .filter(|id| !seen.contains(id.as_str()))
-            .cloned()
-            .collect();
-        for id in gone {
-            let entry = state.clusters.remove(&id).unwrap_or_default();
-            let keys: Vec<(String, Reported)> = entry
-                .vms
-                .iter()
-                .chain(entry.nodes.iter())
-                .map(|(k, r)| (k.clone(), r.clone()))
-                .collect();
-            let mut q = Queue {
-                state,
-                pending: &mut pending,
-            };
-            for (key, r) in &keys {
-                if r.ignored.is_none() {
-                    resolve_alertmanager(&mut q, &id, &entry, r, settings, now);
-                    if !r.held {
-                        close(&mut q, &id, key, settings);
-                    }
-                }
-            }
-            if settings.alerts {
-                for key in summaries_to_archive(q.state, &id, &BTreeSet::new()) {
-                    q.push(Notification::ArchiveAlert {
-                        cluster_id: id.clone(),
-                        key,
-                    });
-                }
-            }
-            if !keys.is_empty() {
-                let description = format!(
-                    "Kubernetes cluster {} no longer exists; its {} open VM map findings are closed",
-                    entry.name,
-                    keys.len()
-                );
-                q.push(event(Level::Info, &id, &entry.name, None, description, now));
-            }
-        }
+        close_gone(state, &mut pending, &seen, settings, now);
     }
 
     let checked = observed
@@ -509,6 +295,317 @@ pub fn step(
     };
     outcome.storm = storm(&mut q, told, checked, settings, now);
     outcome
+}
+
+/// Steps one observed cluster: its findings against those reported before, the events of the
+/// new ones, and what was sent for those no longer open taken back. Returns its findings to
+/// announce once the storm is decided.
+fn step_cluster(
+    state: &mut State,
+    pending: &mut Pending,
+    outcome: &mut StepOutcome,
+    c: &Observed,
+    settings: &StepSettings,
+    now: Timestamp,
+) -> Vec<Mismatch> {
+    let mut entry = state.clusters.remove(&c.id).unwrap_or_default();
+    entry.name = c.name.clone();
+    entry.zone_id = c.zone_id.clone().or(entry.zone_id);
+    entry.owner = c.owner.clone().or(entry.owner);
+    entry.owner_id = c.owner_id.clone().or(entry.owner_id.take());
+
+    let blind = blind_finding(&mut entry, c, settings.blind_after, now);
+    let changes = compare_sides(&mut entry, c, blind.as_ref(), outcome, now);
+    remember_map(&mut entry, c, now);
+
+    let mut q = Queue { state, pending };
+    let tell = tell_new(
+        &mut q,
+        c,
+        &changes.new,
+        changes.unignored,
+        &mut outcome.new,
+        now,
+    );
+    take_back(&mut q, &c.id, &entry, &changes.resolved, settings, now);
+    if settings.alerts && !changes.resolved.is_empty() {
+        let open: BTreeSet<&String> = entry.vms.keys().chain(entry.nodes.keys()).collect();
+        archive_summaries(&mut q, &c.id, &open);
+    }
+    for side in changes.matches_again {
+        let description = format!(
+            "The VM map of Kubernetes cluster {} matches {} again",
+            c.name,
+            side_text(side)
+        );
+        q.push(event(Level::Info, &c.id, &c.name, None, description, now));
+    }
+
+    let open = open_findings(&entry);
+    if !open.is_empty() {
+        outcome.open.insert(c.id.clone(), open);
+    }
+    state.clusters.insert(c.id.clone(), entry);
+    tell
+}
+
+/// What became of one cluster's findings in a step, side by side.
+#[derive(Default)]
+struct Changes<'a> {
+    /// Findings not reported before.
+    new: Vec<&'a Mismatch>,
+    /// Kept findings to tell now (an `[[ignore]]` rule stopped matching them).
+    unignored: Vec<Mismatch>,
+    /// Findings whose notifications are taken back, by key: resolved, or newly ignored.
+    resolved: Vec<(String, Reported)>,
+    /// The sides that had findings and have none now.
+    matches_again: Vec<Side>,
+}
+
+/// Replaces the findings of each side the cycle compared with those it found (`blind`
+/// included), each carried over from its record before where it had one.
+fn compare_sides<'a>(
+    entry: &mut ClusterState,
+    c: &'a Observed,
+    blind: Option<&'a Mismatch>,
+    outcome: &mut StepOutcome,
+    now: Timestamp,
+) -> Changes<'a> {
+    let sides: &[Side] = match c.coverage {
+        Coverage::Full => &[Side::Vms, Side::Nodes],
+        Coverage::VmsOnly => &[Side::Vms],
+        Coverage::None => &[],
+    };
+    let mut changes = Changes::default();
+    for &side in sides {
+        let fresh: BTreeMap<String, &Mismatch> = c
+            .mismatches
+            .iter()
+            .chain(blind)
+            .filter(|m| m.side() == side)
+            .map(|m| (side_key(&m.key()), m))
+            .collect();
+        let prev = std::mem::take(entry.side_mut(side));
+        for (key, r) in &prev {
+            if !fresh.contains_key(key) {
+                changes.resolved.push((key.clone(), r.clone()));
+            }
+        }
+        if fresh.is_empty() && !prev.is_empty() {
+            changes.matches_again.push(side);
+        }
+        let mut next = BTreeMap::new();
+        for (key, m) in fresh {
+            let r = changes.reported(outcome, c, &key, m, prev.get(&key), now);
+            next.insert(key, r);
+        }
+        *entry.side_mut(side) = next;
+    }
+    changes
+}
+
+impl<'a> Changes<'a> {
+    /// The record of open finding `m`, under `key`: new, or carried over from `prev`, its
+    /// record before. Notes a finding new, or one an `[[ignore]]` rule stopped or started
+    /// matching.
+    fn reported(
+        &mut self,
+        outcome: &mut StepOutcome,
+        c: &Observed,
+        key: &str,
+        m: &'a Mismatch,
+        prev: Option<&Reported>,
+        now: Timestamp,
+    ) -> Reported {
+        let ignored = c.ignored.get(key).cloned();
+        let mut r = Reported::new(m, now);
+        match prev {
+            Some(p) => {
+                r.since = p.since;
+                r.held = p.held;
+                match (&p.ignored, &ignored) {
+                    (Some(rule), None) => {
+                        outcome
+                            .unignored
+                            .push((c.id.clone(), key.to_string(), rule.clone()));
+                        self.unignored.push(m.clone());
+                    }
+                    (None, Some(rule)) => {
+                        outcome
+                            .newly_ignored
+                            .push((c.id.clone(), key.to_string(), rule.clone()));
+                        // What was sent for it is taken back (a held one had nothing).
+                        self.resolved.push((key.to_string(), p.clone()));
+                        r.held = false;
+                    }
+                    _ => {}
+                }
+            }
+            None => self.new.push(m),
+        }
+        r.ignored = ignored;
+        r
+    }
+}
+
+/// Keeps what the next cycle's probe needs: when the nodes were listed and whether that
+/// failed, and, of a cluster compared, its map and the mapped VMs found gone.
+fn remember_map(entry: &mut ClusterState, c: &Observed, now: Timestamp) {
+    if c.listed {
+        entry.listed_at = Some(now);
+        entry.nodes_failed = c.coverage == Coverage::VmsOnly;
+    }
+    if c.coverage != Coverage::None {
+        entry.map = c.mapped.iter().cloned().collect();
+        entry.expected_vms = c.expected_vms;
+        entry.vanished = c
+            .mismatches
+            .iter()
+            .filter(|m| m.kind == MismatchKind::MappedVm)
+            .filter_map(|m| {
+                let vm = m.vm()?;
+                let how = match vm.state.as_str() {
+                    GONE_EXPUNGED => VanishedHow::Expunged,
+                    GONE_MISSING => VanishedHow::DoesNotExist,
+                    _ => return None,
+                };
+                Some((
+                    vm.id.clone(),
+                    VanishedRecord {
+                        name: vm.name.clone(),
+                        how,
+                    },
+                ))
+            })
+            .collect();
+    }
+}
+
+/// Queues the event of each finding first reported and notes its key in `new_keys`. Returns
+/// the findings to announce: `unignored`, then the new ones no `[[ignore]]` rule matches.
+fn tell_new(
+    q: &mut Queue<'_>,
+    c: &Observed,
+    new: &[&Mismatch],
+    unignored: Vec<Mismatch>,
+    new_keys: &mut NewKeys,
+    now: Timestamp,
+) -> Vec<Mismatch> {
+    let mut tell: Vec<Mismatch> = unignored;
+    for m in new {
+        let key = m.key();
+        new_keys.insert((c.id.clone(), key.clone()));
+        // A finding an `[[ignore]]` rule matches is reported (INFO, with the rule's
+        // reason), never alerted.
+        match c.ignored.get(&side_key(&key)) {
+            Some(rule) => q.push(event(
+                Level::Info,
+                &c.id,
+                &c.name,
+                Some(m),
+                format!(
+                    "{}; ignored by [[ignore]] rule {}: {}",
+                    reason(&c.name, m),
+                    rule.rule,
+                    rule.reason
+                ),
+                now,
+            )),
+            None => {
+                q.push(event(
+                    Level::Warn,
+                    &c.id,
+                    &c.name,
+                    Some(m),
+                    reason(&c.name, m),
+                    now,
+                ));
+                tell.push((*m).clone());
+            }
+        }
+    }
+    tell
+}
+
+/// Takes back what was sent for findings no longer open (`(key, record)`): their
+/// Alertmanager alerts, alerts and annotations.
+fn take_back(
+    q: &mut Queue<'_>,
+    cluster_id: &str,
+    entry: &ClusterState,
+    findings: &[(String, Reported)],
+    settings: &StepSettings,
+    now: Timestamp,
+) {
+    for (key, r) in findings {
+        // A held finding had nothing sent but its event, an ignored one nothing at all.
+        if r.ignored.is_none() {
+            resolve_alertmanager(q, cluster_id, entry, r, settings, now);
+            if !r.held {
+                close(q, cluster_id, key, settings);
+            }
+        }
+    }
+}
+
+/// Queues the archive of the cluster's summary alerts none of whose keys is in `open`.
+fn archive_summaries(q: &mut Queue<'_>, cluster_id: &str, open: &BTreeSet<&String>) {
+    for key in summaries_to_archive(q.state, cluster_id, open) {
+        q.push(Notification::ArchiveAlert {
+            cluster_id: cluster_id.to_string(),
+            key,
+        });
+    }
+}
+
+/// Every open finding of a cluster, sorted by kind, then key.
+fn open_findings(entry: &ClusterState) -> Vec<Mismatch> {
+    let mut open: Vec<Mismatch> = entry
+        .vms
+        .values()
+        .chain(entry.nodes.values())
+        .filter_map(Reported::mismatch)
+        .collect();
+    open.sort_by_key(|m| (m.kind, m.key()));
+    open
+}
+
+/// Closes what was open for the clusters of the state the cycle did not see, and forgets them.
+fn close_gone(
+    state: &mut State,
+    pending: &mut Pending,
+    seen: &HashSet<&str>,
+    settings: &StepSettings,
+    now: Timestamp,
+) {
+    let gone: Vec<String> = state
+        .clusters
+        .keys()
+        .filter(|id| !seen.contains(id.as_str()))
+        .cloned()
+        .collect();
+    for id in gone {
+        let entry = state.clusters.remove(&id).unwrap_or_default();
+        let keys: Vec<(String, Reported)> = entry
+            .vms
+            .iter()
+            .chain(entry.nodes.iter())
+            .map(|(k, r)| (k.clone(), r.clone()))
+            .collect();
+        let mut q = Queue { state, pending };
+        take_back(&mut q, &id, &entry, &keys, settings, now);
+        if settings.alerts {
+            archive_summaries(&mut q, &id, &BTreeSet::new());
+        }
+        if !keys.is_empty() {
+            let description = format!(
+                "Kubernetes cluster {} no longer exists; its {} open VM map findings are closed",
+                entry.name,
+                keys.len()
+            );
+            q.push(event(Level::Info, &id, &entry.name, None, description, now));
+        }
+    }
 }
 
 /// Tells this step's new findings: each its annotation and alert, or, when they came in more
@@ -527,33 +624,7 @@ fn storm(
     if q.state.storm.is_none()
         && let Some(t) = threshold.filter(|t| told.len() > *t)
     {
-        // Lowercase, so that its marker is written out (see `wording::marker_key`).
-        let key = format!("storm:{}", now.to_compact().to_ascii_lowercase());
-        let findings: Vec<&Mismatch> = told.iter().flat_map(|(_, ms)| ms).collect();
-        let description = storm_description(&key, told.len(), checked, t, &findings);
-        if settings.alerts {
-            q.push(Notification::RaiseAlert {
-                cluster_id: STORM_SCOPE.to_string(),
-                zone_id: None,
-                key: key.clone(),
-                description: description.clone(),
-                covers: vec![],
-            });
-        }
-        q.push(storm_event(Level::Warn, &key, description, now));
-        q.state.storm = Some(Storm {
-            since: now,
-            key,
-            clusters: told.len(),
-            checked,
-            held: 0,
-        });
-        change = Some(StormChange::Began {
-            clusters: told.len(),
-            checked,
-            threshold: t,
-            findings: findings.len(),
-        });
+        change = Some(begin_storm(q, &told, checked, t, settings, now));
     }
     let mut owners = OwnerAlerts::default();
     let Some(mut storm) = q.state.storm.take() else {
@@ -562,8 +633,58 @@ fn storm(
         }
         return change;
     };
-    for (id, new) in &told {
-        let Some(entry) = q.state.clusters.get_mut(id) else {
+    hold(q.state, &told, &mut storm);
+    if threshold.is_some_and(|t| clusters_holding(q.state) > t) {
+        q.state.storm = Some(storm);
+        return change;
+    }
+    // Over: what is still open is told now; what resolved meanwhile never is.
+    Some(end_storm(q, &mut owners, storm, settings, now))
+}
+
+/// Begins a storm of the findings `told` in `checked` clusters, past `threshold`: its alert,
+/// its event and its record.
+fn begin_storm(
+    q: &mut Queue<'_>,
+    told: &[(String, Vec<Mismatch>)],
+    checked: usize,
+    threshold: usize,
+    settings: &StepSettings,
+    now: Timestamp,
+) -> StormChange {
+    // Lowercase, so that its marker is written out (see `wording::marker_key`).
+    let key = format!("storm:{}", now.to_compact().to_ascii_lowercase());
+    let findings: Vec<&Mismatch> = told.iter().flat_map(|(_, ms)| ms).collect();
+    let description = storm_description(&key, told.len(), checked, threshold, &findings);
+    if settings.alerts {
+        q.push(Notification::RaiseAlert {
+            cluster_id: STORM_SCOPE.to_string(),
+            zone_id: None,
+            key: key.clone(),
+            description: description.clone(),
+            covers: vec![],
+        });
+    }
+    q.push(storm_event(Level::Warn, &key, description, now));
+    q.state.storm = Some(Storm {
+        since: now,
+        key,
+        clusters: told.len(),
+        checked,
+        held: 0,
+    });
+    StormChange::Began {
+        clusters: told.len(),
+        checked,
+        threshold,
+        findings: findings.len(),
+    }
+}
+
+/// Holds the findings `told` while `storm` lasts, counting them in it.
+fn hold(state: &mut State, told: &[(String, Vec<Mismatch>)], storm: &mut Storm) {
+    for (id, new) in told {
+        let Some(entry) = state.clusters.get_mut(id) else {
             continue;
         };
         for m in new {
@@ -573,36 +694,30 @@ fn storm(
             }
         }
     }
-    let holding = q
-        .state
+}
+
+/// How many clusters hold findings not yet told.
+fn clusters_holding(state: &State) -> usize {
+    state
         .clusters
         .values()
         .filter(|c| c.vms.values().chain(c.nodes.values()).any(|r| r.held))
-        .count();
-    if threshold.is_some_and(|t| holding > t) {
-        q.state.storm = Some(storm);
-        return change;
-    }
-    // Over: what is still open is told now; what resolved meanwhile never is.
-    let mut release: Vec<(String, Vec<Mismatch>)> = Vec::new();
-    for (id, c) in q.state.clusters.iter_mut() {
-        let held: Vec<Mismatch> = c
-            .vms
-            .values_mut()
-            .chain(c.nodes.values_mut())
-            .filter(|r| r.held)
-            .filter_map(|r| {
-                r.held = false;
-                r.mismatch()
-            })
-            .collect();
-        if !held.is_empty() {
-            release.push((id.clone(), held));
-        }
-    }
+        .count()
+}
+
+/// Ends `storm`: the findings it held that are still open are told, its alert archived and
+/// its end logged.
+fn end_storm(
+    q: &mut Queue<'_>,
+    owners: &mut OwnerAlerts,
+    storm: Storm,
+    settings: &StepSettings,
+    now: Timestamp,
+) -> StormChange {
+    let release = release_held(q.state);
     let released: usize = release.iter().map(|(_, ms)| ms.len()).sum();
     for (id, held) in &release {
-        announce(q, &mut owners, id, held, settings, now);
+        announce(q, owners, id, held, settings, now);
     }
     let rk = record_key(STORM_SCOPE, &storm.key);
     if settings.alerts || q.state.alerts.contains_key(&rk) || q.pending.contains(&(rk, "alert")) {
@@ -618,11 +733,32 @@ fn storm(
         release.len()
     );
     q.push(storm_event(Level::Info, &storm.key, description, now));
-    Some(StormChange::Ended {
+    StormChange::Ended {
         since: storm.since,
         held: storm.held,
         released,
-    })
+    }
+}
+
+/// Unholds every held finding, returning those still open by cluster id.
+fn release_held(state: &mut State) -> Vec<(String, Vec<Mismatch>)> {
+    let mut release: Vec<(String, Vec<Mismatch>)> = Vec::new();
+    for (id, c) in state.clusters.iter_mut() {
+        let held: Vec<Mismatch> = c
+            .vms
+            .values_mut()
+            .chain(c.nodes.values_mut())
+            .filter(|r| r.held)
+            .filter_map(|r| {
+                r.held = false;
+                r.mismatch()
+            })
+            .collect();
+        if !held.is_empty() {
+            release.push((id.clone(), held));
+        }
+    }
+    release
 }
 
 /// A line of the event log about a storm: about no one cluster.
@@ -781,7 +917,7 @@ fn announce(
 fn resolve_alertmanager(
     q: &mut Queue<'_>,
     cluster_id: &str,
-    entry: &crate::state::ClusterState,
+    entry: &ClusterState,
     r: &Reported,
     settings: &StepSettings,
     now: Timestamp,
