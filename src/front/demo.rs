@@ -222,34 +222,7 @@ impl Scenario {
         });
         nodes.set(&db_host, db_nodes);
 
-        let clusters = vec![
-            (
-                "web".into(),
-                "account web-team, 1 control node + 2 workers".into(),
-            ),
-            (
-                "db".into(),
-                "account db-team, 1 control node + 3 workers: drifting, see below".into(),
-            ),
-            (
-                "ci".into(),
-                "account web-team, state Scaling: skipped while an operation runs".into(),
-            ),
-            (
-                "edge".into(),
-                "ExternalManaged: skipped, CloudStack does not manage its VMs".into(),
-            ),
-            (
-                "analytics".into(),
-                match analytics_layout {
-                    NetworkLayout::Shared => {
-                        "project analytics, Shared network (SSH on port 22), 1 + 1"
-                    }
-                    _ => "project analytics, 1 control node + 1 worker",
-                }
-                .into(),
-            ),
-        ];
+        let clusters = descriptions(analytics_layout);
         w.caller_api_key = DEMO_API_KEY.to_string();
         Scenario {
             sim: Arc::new(Sim::new(w)),
@@ -305,6 +278,38 @@ impl Scenario {
             ),
         ]
     }
+}
+
+/// Each cluster's name and what it is, in creation order.
+fn descriptions(analytics_layout: NetworkLayout) -> Vec<(String, String)> {
+    vec![
+        (
+            "web".into(),
+            "account web-team, 1 control node + 2 workers".into(),
+        ),
+        (
+            "db".into(),
+            "account db-team, 1 control node + 3 workers: drifting, see below".into(),
+        ),
+        (
+            "ci".into(),
+            "account web-team, state Scaling: skipped while an operation runs".into(),
+        ),
+        (
+            "edge".into(),
+            "ExternalManaged: skipped, CloudStack does not manage its VMs".into(),
+        ),
+        (
+            "analytics".into(),
+            match analytics_layout {
+                NetworkLayout::Shared => {
+                    "project analytics, Shared network (SSH on port 22), 1 + 1"
+                }
+                _ => "project analytics, 1 control node + 1 worker",
+            }
+            .into(),
+        ),
+    ]
 }
 
 /// One alert or annotation as CloudStack holds it.
