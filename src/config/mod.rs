@@ -320,6 +320,9 @@ pub struct AlertmanagerSettings {
     pub runbook_url: Option<String>,
 }
 
+/// An example of `alertmanager.urls`, for its problems.
+const ALERTMANAGER_URLS_EXAMPLE: &str = "e.g. [\"http://127.0.0.1:9093\"]";
+
 /// How cks-drift authenticates to Alertmanager.
 #[derive(Debug, Clone)]
 pub enum AlertmanagerAuth {
@@ -364,6 +367,11 @@ pub struct IgnoreRule {
     pub reason: String,
     pub expires: Option<crate::base::time::Timestamp>,
     pub by: Option<String>,
+}
+
+/// The key of `field` in the `[[ignore]]` rule at 1-based position `number`.
+fn rule_key(number: usize, field: &str) -> String {
+    format!("ignore[{number}].{field}")
 }
 
 /// The fields of an `[[ignore]]` rule.
@@ -861,6 +869,260 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The tables of the file, one method each: every key read with its default, and every
+/// problem recorded with its full key.
+impl Reader<'_> {
+    /// Tables and keys no release knows, each problem naming the closest known one.
+    fn unknown_keys(&mut self) {
+        for (table, value) in self.root {
+            if table == "ignore" {
+                // An array of tables, read (and checked) by `ignore_rules`.
+                continue;
+            }
+            match KNOWN_KEYS.iter().find(|(t, _)| t == table) {
+                None => self.problem(&key_name(table), unknown_table(table)),
+                Some((_, keys)) => match value.as_table() {
+                    None => self.problem(table, "must be a table"),
+                    Some(t) => {
+                        for key in t.keys() {
+                            if !keys.contains(&key.as_str()) {
+                                self.problem(
+                                    &format!("{table}.{}", key_name(key)),
+                                    unknown_key(table, key),
+                                );
+                            }
+                        }
+                    }
+                },
+            }
+        }
+    }
+
+    /// `[cloudstack]`.
+    fn cloudstack(&mut self, env: &dyn Fn(&str) -> Option<String>) -> CloudStackSettings {
+        let url = self.cloudstack_url();
+        let api_key = self.secret("cloudstack.api_key", ENV_API_KEY, env);
+        let secret_key = self.secret("cloudstack.secret_key", ENV_SECRET_KEY, env);
+        CloudStackSettings {
+            url,
+            api_key,
+            secret_key,
+            timeout: self.duration("cloudstack.timeout", "30s", Duration::from_secs(1), HOUR),
+            ca_file: self.path("cloudstack.ca_file"),
+            insecure: self.bool("cloudstack.insecure", false),
+            page_size: self.int("cloudstack.page_size", 500, 1, 10_000) as u32,
+        }
+    }
+
+    /// `cloudstack.url`: an http:// or https:// endpoint, without a query string or
+    /// credentials. Kept as written (trimmed) even when it has a problem.
+    fn cloudstack_url(&mut self) -> String {
+        let Some(u) = self.string("cloudstack.url") else {
+            self.problem("cloudstack.url", "is missing; set it to the API endpoint, e.g. \"https://cloud.example.com/client/api\"");
+            return String::new();
+        };
+        let u = u.trim().to_string();
+        // Messages never show a password written into the URL.
+        let shown = redacted_url(&u);
+        match reqwest::Url::parse(&u) {
+            Ok(parsed)
+                if matches!(parsed.scheme(), "http" | "https") && parsed.host().is_some() =>
+            {
+                if parsed.query().is_some() {
+                    self.problem("cloudstack.url", format!("{shown:?} has a query string; give only the endpoint, e.g. \"https://cloud.example.com/client/api\""));
+                }
+                // It would be sent as basic auth, and shown in every warning naming
+                // the URL; the API takes the API key and secret key only.
+                if !parsed.username().is_empty() || parsed.password().is_some() {
+                    self.problem("cloudstack.url", format!("{shown:?} holds a user name or password; remove \"user:password@\": CloudStack's API takes the API key and secret key only (cloudstack.api_key_file, cloudstack.secret_key_file)"));
+                }
+            }
+            Ok(_) => {
+                self.problem("cloudstack.url", format!("{shown:?} must be an http:// or https:// URL, e.g. \"https://cloud.example.com/client/api\""));
+            }
+            Err(e) => {
+                self.problem("cloudstack.url", format!("{shown:?} is not a URL ({e}); e.g. \"https://cloud.example.com/client/api\""));
+            }
+        }
+        u
+    }
+
+    /// `[ssh]`.
+    fn ssh(&mut self) -> SshSettings {
+        let private_key = self.path("ssh.private_key").unwrap_or_else(|| {
+            if self.value("ssh.private_key").is_none() {
+                self.problem("ssh.private_key", PRIVATE_KEY_MISSING);
+            }
+            PathBuf::new()
+        });
+        let host_key_policy = self.host_key_policy();
+        let user = self.string("ssh.user").unwrap_or_else(|| "cloud".into());
+        if user.trim().is_empty() {
+            self.problem("ssh.user", "is empty; CKS nodes use \"cloud\"");
+        }
+        let command = self
+            .string("ssh.command")
+            .unwrap_or_else(|| DEFAULT_COMMAND.into());
+        if command.trim().is_empty() {
+            self.problem(
+                "ssh.command",
+                format!("is empty; the default is {DEFAULT_COMMAND:?}"),
+            );
+        }
+        SshSettings {
+            private_key,
+            user,
+            known_hosts: self
+                .path("ssh.known_hosts")
+                .unwrap_or_else(|| DEFAULT_KNOWN_HOSTS.into()),
+            host_key_policy,
+            connect_timeout: self.duration(
+                "ssh.connect_timeout",
+                "10s",
+                Duration::from_millis(100),
+                10 * MINUTE,
+            ),
+            command_timeout: self.duration(
+                "ssh.command_timeout",
+                "20s",
+                Duration::from_secs(1),
+                HOUR,
+            ),
+            command,
+        }
+    }
+
+    /// `ssh.host_key_policy`, `accept-new` when it is not set.
+    fn host_key_policy(&mut self) -> HostKeyPolicy {
+        match self.string("ssh.host_key_policy").as_deref() {
+            None | Some("accept-new") => HostKeyPolicy::AcceptNew,
+            Some("strict") => HostKeyPolicy::Strict,
+            Some("off") => HostKeyPolicy::Off,
+            Some(other) => {
+                self.problem(
+                    "ssh.host_key_policy",
+                    format!("is {other:?}; use \"strict\", \"accept-new\" or \"off\""),
+                );
+                HostKeyPolicy::AcceptNew
+            }
+        }
+    }
+
+    /// `[check]`.
+    fn check(&mut self) -> CheckSettings {
+        CheckSettings {
+            enabled: self.bool("check.enabled", true),
+            interval: self.duration("check.interval", "5m", Duration::from_secs(1), 7 * DAY),
+            initial_delay: self.duration("check.initial_delay", "0s", Duration::ZERO, DAY),
+            grace_period: self.duration("check.grace_period", "15m", Duration::ZERO, 30 * DAY),
+            concurrency: self.int("check.concurrency", 8, 1, 1024) as usize,
+            blind_after: self.duration("check.blind_after", "30m", Duration::ZERO, 30 * DAY),
+        }
+    }
+
+    /// `[state]`.
+    fn state(&mut self) -> StateSettings {
+        StateSettings {
+            path: self
+                .path("state.path")
+                .unwrap_or_else(|| DEFAULT_STATE_PATH.into()),
+        }
+    }
+
+    /// `[notify]`; the event log is beside the state file at `state_path` unless it is set.
+    fn notify(&mut self, state_path: &std::path::Path) -> NotifySettings {
+        let event_log = self.path("notify.event_log").unwrap_or_else(|| {
+            state_path
+                .parent()
+                .unwrap_or(std::path::Path::new("."))
+                .join("events.jsonl")
+        });
+        let alert_types = self.alert_types();
+        NotifySettings {
+            alerts: self.bool("notify.alerts", true),
+            alert_types,
+            alert_cap: self.int("notify.alert_cap", 5, 1, 1000) as usize,
+            owner_alert_cap: self.int("notify.owner_alert_cap", 100, 1, 100_000) as usize,
+            annotations: self.bool("notify.annotations", true),
+            event_log,
+            storm_clusters: self.storm_clusters(),
+        }
+    }
+
+    /// `notify.alert_types`, `3000-3999` when it is not set.
+    fn alert_types(&mut self) -> std::ops::RangeInclusive<u32> {
+        let text = self
+            .string("notify.alert_types")
+            .unwrap_or_else(|| "3000-3999".into());
+        match parse_range(&text) {
+            Ok(range) => range,
+            Err(e) => {
+                self.problem("notify.alert_types", e);
+                3000..=3999
+            }
+        }
+    }
+
+    /// `notify.storm_clusters`, [`DEFAULT_STORM_CLUSTERS`] when it is not set.
+    fn storm_clusters(&mut self) -> StormThreshold {
+        match self.value("notify.storm_clusters") {
+            None => DEFAULT_STORM_CLUSTERS,
+            Some(v) => parse_storm_clusters(v).unwrap_or_else(|e| {
+                self.problem("notify.storm_clusters", e);
+                DEFAULT_STORM_CLUSTERS
+            }),
+        }
+    }
+
+    /// `[http]`.
+    fn http(&mut self) -> HttpSettings {
+        let listen_text = self
+            .string("http.listen")
+            .unwrap_or_else(|| DEFAULT_LISTEN.into());
+        let listen = if listen_text.trim().is_empty() {
+            None
+        } else {
+            match listen_text.trim().parse() {
+                Ok(addr) => Some(addr),
+                Err(_) => {
+                    self.problem("http.listen", format!("{listen_text:?} is not an address:port, e.g. {DEFAULT_LISTEN:?}; use \"\" to turn the endpoint off"));
+                    None
+                }
+            }
+        };
+        HttpSettings { listen }
+    }
+
+    /// `[log]`.
+    fn log(&mut self) -> LogSettings {
+        let format = match self.string("log.format").as_deref() {
+            None | Some("text") => LogFormat::Text,
+            Some("json") => LogFormat::Json,
+            Some(other) => {
+                self.problem(
+                    "log.format",
+                    format!("is {other:?}; use \"text\" or \"json\""),
+                );
+                LogFormat::Text
+            }
+        };
+        let log = LogSettings {
+            level: self.string("log.level").unwrap_or_else(|| "info".into()),
+            format,
+        };
+        if tracing_subscriber::EnvFilter::try_new(&log.level).is_err() {
+            self.problem(
+                "log.level",
+                format!(
+                    "{:?} is not a log filter; use e.g. \"info\" or \"debug\"",
+                    log.level
+                ),
+            );
+        }
+        log
+    }
+}
+
 impl Reader<'_> {
     /// A secret read from the file at `path`, named by `key` when it cannot be read.
     fn secret_file(&mut self, key: &str, path: &std::path::Path) -> Secret {
@@ -893,53 +1155,48 @@ impl Reader<'_> {
     /// `[alertmanager]`, when the file has one.
     fn alertmanager(&mut self) -> Option<AlertmanagerSettings> {
         self.root.get("alertmanager")?.as_table()?;
-        const EXAMPLE: &str = "e.g. [\"http://127.0.0.1:9093\"]";
-        let urls: Vec<String> = match self.value("alertmanager.urls") {
+        let urls = self.alertmanager_urls();
+        let auth = self.alertmanager_auth();
+        let runbook_url = self
+            .string("alertmanager.runbook_url")
+            .map(|u| u.trim().to_string());
+        Some(AlertmanagerSettings {
+            urls,
+            auth,
+            ca_file: self.path("alertmanager.ca_file"),
+            insecure: self.bool("alertmanager.insecure", false),
+            timeout: self.duration(
+                "alertmanager.timeout",
+                "10s",
+                Duration::from_millis(100),
+                10 * MINUTE,
+            ),
+            runbook_url,
+        })
+    }
+
+    /// `alertmanager.urls`: the usable URLs it lists, each without a trailing `/`.
+    fn alertmanager_urls(&mut self) -> Vec<String> {
+        match self.value("alertmanager.urls") {
             None => {
                 self.problem(
                     "alertmanager.urls",
                     format!(
-                        "is missing; list the Alertmanagers, {EXAMPLE}, or remove [alertmanager]"
+                        "is missing; list the Alertmanagers, {ALERTMANAGER_URLS_EXAMPLE}, or remove [alertmanager]"
                     ),
                 );
                 Vec::new()
             }
             Some(toml::Value::Array(items)) => {
-                let mut urls = Vec::new();
-                for item in items {
-                    let parsed = item
-                        .as_str()
-                        .map(str::trim)
-                        .map(|u| (u, reqwest::Url::parse(u)));
-                    match parsed {
-                        // Credentials in the URL would be sent as basic auth and shown in every
-                        // warning naming the URL; the auth keys keep them out of both.
-                        Some((u, Ok(p))) if !p.username().is_empty() || p.password().is_some() => {
-                            self.problem(
-                                "alertmanager.urls",
-                                format!(
-                                    "holds {:?}, a URL with a user name or password; remove \
-                                     \"user:password@\" from it and set alertmanager.username and \
-                                     alertmanager.password_file (or alertmanager.bearer_token_file) \
-                                     instead",
-                                    redacted_url(u)
-                                ),
-                            )
-                        }
-                        Some((u, Ok(p))) if matches!(p.scheme(), "http" | "https") => {
-                            urls.push(u.trim_end_matches('/').to_string())
-                        }
-                        _ => self.problem(
-                            "alertmanager.urls",
-                            format!(
-                                "holds {}, which is not an http:// or https:// URL; {EXAMPLE}",
-                                redacted_url(&item.to_string())
-                            ),
-                        ),
-                    }
-                }
+                let urls = items
+                    .iter()
+                    .filter_map(|item| self.alertmanager_url(item))
+                    .collect();
                 if items.is_empty() {
-                    self.problem("alertmanager.urls", format!("is empty; {EXAMPLE}"));
+                    self.problem(
+                        "alertmanager.urls",
+                        format!("is empty; {ALERTMANAGER_URLS_EXAMPLE}"),
+                    );
                 }
                 urls
             }
@@ -947,17 +1204,61 @@ impl Reader<'_> {
                 self.problem(
                     "alertmanager.urls",
                     format!(
-                        "must be a list of URLs, not {}; {EXAMPLE}",
+                        "must be a list of URLs, not {}; {ALERTMANAGER_URLS_EXAMPLE}",
                         other.type_str()
                     ),
                 );
                 Vec::new()
             }
-        };
+        }
+    }
+
+    /// One item of `alertmanager.urls`: an http:// or https:// URL without credentials, else
+    /// `None` and its problem.
+    fn alertmanager_url(&mut self, item: &toml::Value) -> Option<String> {
+        let parsed = item
+            .as_str()
+            .map(str::trim)
+            .map(|u| (u, reqwest::Url::parse(u)));
+        match parsed {
+            // Credentials in the URL would be sent as basic auth and shown in every
+            // warning naming the URL; the auth keys keep them out of both.
+            Some((u, Ok(p))) if !p.username().is_empty() || p.password().is_some() => {
+                self.problem(
+                    "alertmanager.urls",
+                    format!(
+                        "holds {:?}, a URL with a user name or password; remove \
+                         \"user:password@\" from it and set alertmanager.username and \
+                         alertmanager.password_file (or alertmanager.bearer_token_file) \
+                         instead",
+                        redacted_url(u)
+                    ),
+                );
+                None
+            }
+            Some((u, Ok(p))) if matches!(p.scheme(), "http" | "https") => {
+                Some(u.trim_end_matches('/').to_string())
+            }
+            _ => {
+                self.problem(
+                    "alertmanager.urls",
+                    format!(
+                        "holds {}, which is not an http:// or https:// URL; {ALERTMANAGER_URLS_EXAMPLE}",
+                        redacted_url(&item.to_string())
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// How cks-drift authenticates to the Alertmanagers: basic auth (`username` and
+    /// `password_file`), a bearer token, or neither; never both.
+    fn alertmanager_auth(&mut self) -> AlertmanagerAuth {
         let username = self.string("alertmanager.username");
         let password = self.path("alertmanager.password_file");
         let bearer = self.path("alertmanager.bearer_token_file");
-        let auth = match (username, password, bearer) {
+        match (username, password, bearer) {
             (None, None, None) => AlertmanagerAuth::None,
             (Some(_), _, Some(_)) | (_, Some(_), Some(_)) => {
                 self.problem(
@@ -987,23 +1288,7 @@ impl Reader<'_> {
                 );
                 AlertmanagerAuth::None
             }
-        };
-        let runbook_url = self
-            .string("alertmanager.runbook_url")
-            .map(|u| u.trim().to_string());
-        Some(AlertmanagerSettings {
-            urls,
-            auth,
-            ca_file: self.path("alertmanager.ca_file"),
-            insecure: self.bool("alertmanager.insecure", false),
-            timeout: self.duration(
-                "alertmanager.timeout",
-                "10s",
-                Duration::from_millis(100),
-                10 * MINUTE,
-            ),
-            runbook_url,
-        })
+        }
     }
 
     /// `[[ignore]]`, in file order.
@@ -1018,105 +1303,123 @@ impl Reader<'_> {
             );
             return Vec::new();
         };
-        let mut rules = Vec::new();
-        for (i, item) in items.iter().enumerate() {
-            let number = i + 1;
-            let at = |field: &str| format!("ignore[{number}].{field}");
-            let Some(t) = item.as_table() else {
-                self.problem(&format!("ignore[{number}]"), "must be a table");
-                continue;
-            };
-            for key in t.keys() {
-                if !IGNORE_FIELDS.contains(&key.as_str()) {
-                    self.problem(
-                        &at(&key_name(key)),
-                        format!(
-                            "is not a known field; a rule takes {}",
-                            IGNORE_FIELDS.join(", ")
-                        ),
-                    );
-                }
-            }
-            let text = |field: &str, r: &mut Self| -> Option<String> {
-                match t.get(field)? {
-                    toml::Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_string()),
-                    toml::Value::String(_) => {
-                        r.problem(&at(field), "is empty");
-                        None
-                    }
-                    other => {
-                        r.problem(
-                            &at(field),
-                            format!("must be a string, not {}", other.type_str()),
-                        );
-                        None
-                    }
-                }
-            };
-            let cluster = text("cluster", self);
-            let kind = text("kind", self);
-            let vm = text("vm", self);
-            let node = text("node", self);
-            let reason = text("reason", self);
-            let by = text("by", self);
-            if let Some(k) = &kind
-                && !KIND_NAMES.contains(&k.as_str())
-            {
+        items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, item)| self.ignore_rule(i + 1, item))
+            .collect()
+    }
+
+    /// The `[[ignore]]` rule at 1-based position `number`; `None` when it is not a table.
+    /// A rule with problems is still returned: the problems refuse the whole config.
+    fn ignore_rule(&mut self, number: usize, item: &toml::Value) -> Option<IgnoreRule> {
+        let Some(t) = item.as_table() else {
+            self.problem(&format!("ignore[{number}]"), "must be a table");
+            return None;
+        };
+        for key in t.keys() {
+            if !IGNORE_FIELDS.contains(&key.as_str()) {
                 self.problem(
-                    &at("kind"),
-                    format!("is {k:?}; the kinds are {}", KIND_NAMES.join(", ")),
+                    &rule_key(number, &key_name(key)),
+                    format!(
+                        "is not a known field; a rule takes {}",
+                        IGNORE_FIELDS.join(", ")
+                    ),
                 );
             }
-            if cluster.is_none() && kind.is_none() && vm.is_none() && node.is_none() {
-                self.problem(
-                    &format!("ignore[{number}]"),
-                    "matches every finding; give at least one of cluster, kind, vm and node",
-                );
-            }
-            // A name is the tenant's to choose and not unique: a VM or node name without a
-            // cluster would match that name in every tenant's cluster. A VM's id is unique in
-            // the whole cloud.
-            if cluster.is_none() {
-                if node.is_some() {
-                    self.problem(
-                        &at("cluster"),
-                        "is missing: a rule with a node names its cluster (by id, or by name), or it matches that node name in every tenant's cluster",
-                    );
-                } else if vm.as_deref().is_some_and(|v| !is_uuid(v)) {
-                    self.problem(
-                        &at("cluster"),
-                        "is missing: a rule with a VM name names its cluster (by id, or by name), or it matches that VM name in every tenant's cluster; or give the VM's id instead of its name",
-                    );
-                }
-            }
-            if reason.is_none() && t.get("reason").is_none() {
-                self.problem(
-                    &at("reason"),
-                    "is missing; say why this drift is accepted (it is shown with every finding the rule matches)",
-                );
-            }
-            let expires = match t.get("expires") {
-                None => None,
-                Some(v) => match parse_expiry(v) {
-                    Ok(when) => Some(when),
-                    Err(e) => {
-                        self.problem(&at("expires"), e);
-                        None
-                    }
-                },
-            };
-            rules.push(IgnoreRule {
-                number,
-                cluster,
-                kind,
-                vm,
-                node,
-                reason: reason.unwrap_or_default(),
-                expires,
-                by,
-            });
         }
-        rules
+        // The fields are read in this order, and their problems are listed in it.
+        let rule = IgnoreRule {
+            number,
+            cluster: self.rule_text(number, t, "cluster"),
+            kind: self.rule_text(number, t, "kind"),
+            vm: self.rule_text(number, t, "vm"),
+            node: self.rule_text(number, t, "node"),
+            reason: self.rule_text(number, t, "reason").unwrap_or_default(),
+            expires: None,
+            by: self.rule_text(number, t, "by"),
+        };
+        self.rule_scope(&rule);
+        // An empty or mistyped reason has its problem already.
+        if !t.contains_key("reason") {
+            self.problem(
+                &rule_key(number, "reason"),
+                "is missing; say why this drift is accepted (it is shown with every finding the rule matches)",
+            );
+        }
+        let expires = self.rule_expiry(number, t);
+        Some(IgnoreRule { expires, ..rule })
+    }
+
+    /// A text field of rule `number`: trimmed, and `None` when it is absent, empty or not a
+    /// string (with the problem of the last two).
+    fn rule_text(&mut self, number: usize, t: &toml::Table, field: &str) -> Option<String> {
+        match t.get(field)? {
+            toml::Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_string()),
+            toml::Value::String(_) => {
+                self.problem(&rule_key(number, field), "is empty");
+                None
+            }
+            other => {
+                self.problem(
+                    &rule_key(number, field),
+                    format!("must be a string, not {}", other.type_str()),
+                );
+                None
+            }
+        }
+    }
+
+    /// Problems with what a rule matches: a kind no finding has, every finding, or a name
+    /// in every tenant's clusters.
+    fn rule_scope(&mut self, rule: &IgnoreRule) {
+        let number = rule.number;
+        if let Some(k) = &rule.kind
+            && !KIND_NAMES.contains(&k.as_str())
+        {
+            self.problem(
+                &rule_key(number, "kind"),
+                format!("is {k:?}; the kinds are {}", KIND_NAMES.join(", ")),
+            );
+        }
+        if rule.cluster.is_none() && rule.kind.is_none() && rule.vm.is_none() && rule.node.is_none()
+        {
+            self.problem(
+                &format!("ignore[{number}]"),
+                "matches every finding; give at least one of cluster, kind, vm and node",
+            );
+        }
+        // A name is the tenant's to choose and not unique: a VM or node name without a
+        // cluster would match that name in every tenant's cluster. A VM's id is unique in
+        // the whole cloud.
+        if rule.cluster.is_none() {
+            if rule.node.is_some() {
+                self.problem(
+                    &rule_key(number, "cluster"),
+                    "is missing: a rule with a node names its cluster (by id, or by name), or it matches that node name in every tenant's cluster",
+                );
+            } else if rule.vm.as_deref().is_some_and(|v| !is_uuid(v)) {
+                self.problem(
+                    &rule_key(number, "cluster"),
+                    "is missing: a rule with a VM name names its cluster (by id, or by name), or it matches that VM name in every tenant's cluster; or give the VM's id instead of its name",
+                );
+            }
+        }
+    }
+
+    /// `expires` of rule `number`, when it has one that parses.
+    fn rule_expiry(
+        &mut self,
+        number: usize,
+        t: &toml::Table,
+    ) -> Option<crate::base::time::Timestamp> {
+        match parse_expiry(t.get("expires")?) {
+            Ok(when) => Some(when),
+            Err(e) => {
+                self.problem(&rule_key(number, "expires"), e);
+                None
+            }
+        }
     }
 
     /// `[database]`, when the file has one.
@@ -1299,210 +1602,15 @@ impl Config {
             problems: Vec::new(),
             secret_files: Vec::new(),
         };
-        for (table, value) in &root {
-            if table == "ignore" {
-                // An array of tables, read (and checked) by `ignore_rules`.
-                continue;
-            }
-            match KNOWN_KEYS.iter().find(|(t, _)| t == table) {
-                None => r.problem(&key_name(table), unknown_table(table)),
-                Some((_, keys)) => match value.as_table() {
-                    None => r.problem(table, "must be a table"),
-                    Some(t) => {
-                        for key in t.keys() {
-                            if !keys.contains(&key.as_str()) {
-                                r.problem(
-                                    &format!("{table}.{}", key_name(key)),
-                                    unknown_key(table, key),
-                                );
-                            }
-                        }
-                    }
-                },
-            }
-        }
-
-        let url = match r.string("cloudstack.url") {
-            None => {
-                r.problem("cloudstack.url", "is missing; set it to the API endpoint, e.g. \"https://cloud.example.com/client/api\"");
-                String::new()
-            }
-            Some(u) => {
-                let u = u.trim().to_string();
-                // Messages never show a password written into the URL.
-                let shown = redacted_url(&u);
-                match reqwest::Url::parse(&u) {
-                    Ok(parsed)
-                        if matches!(parsed.scheme(), "http" | "https")
-                            && parsed.host().is_some() =>
-                    {
-                        if parsed.query().is_some() {
-                            r.problem("cloudstack.url", format!("{shown:?} has a query string; give only the endpoint, e.g. \"https://cloud.example.com/client/api\""));
-                        }
-                        // It would be sent as basic auth, and shown in every warning naming
-                        // the URL; the API takes the API key and secret key only.
-                        if !parsed.username().is_empty() || parsed.password().is_some() {
-                            r.problem("cloudstack.url", format!("{shown:?} holds a user name or password; remove \"user:password@\": CloudStack's API takes the API key and secret key only (cloudstack.api_key_file, cloudstack.secret_key_file)"));
-                        }
-                        u
-                    }
-                    Ok(_) => {
-                        r.problem("cloudstack.url", format!("{shown:?} must be an http:// or https:// URL, e.g. \"https://cloud.example.com/client/api\""));
-                        u
-                    }
-                    Err(e) => {
-                        r.problem("cloudstack.url", format!("{shown:?} is not a URL ({e}); e.g. \"https://cloud.example.com/client/api\""));
-                        u
-                    }
-                }
-            }
-        };
-        let api_key = r.secret("cloudstack.api_key", ENV_API_KEY, env);
-        let secret_key = r.secret("cloudstack.secret_key", ENV_SECRET_KEY, env);
-        let cloudstack = CloudStackSettings {
-            url,
-            api_key,
-            secret_key,
-            timeout: r.duration("cloudstack.timeout", "30s", Duration::from_secs(1), HOUR),
-            ca_file: r.path("cloudstack.ca_file"),
-            insecure: r.bool("cloudstack.insecure", false),
-            page_size: r.int("cloudstack.page_size", 500, 1, 10_000) as u32,
-        };
-
-        let private_key = r.path("ssh.private_key").unwrap_or_else(|| {
-            if r.value("ssh.private_key").is_none() {
-                r.problem("ssh.private_key", PRIVATE_KEY_MISSING);
-            }
-            PathBuf::new()
-        });
-        let host_key_policy = match r.string("ssh.host_key_policy").as_deref() {
-            None | Some("accept-new") => HostKeyPolicy::AcceptNew,
-            Some("strict") => HostKeyPolicy::Strict,
-            Some("off") => HostKeyPolicy::Off,
-            Some(other) => {
-                r.problem(
-                    "ssh.host_key_policy",
-                    format!("is {other:?}; use \"strict\", \"accept-new\" or \"off\""),
-                );
-                HostKeyPolicy::AcceptNew
-            }
-        };
-        let user = r.string("ssh.user").unwrap_or_else(|| "cloud".into());
-        if user.trim().is_empty() {
-            r.problem("ssh.user", "is empty; CKS nodes use \"cloud\"");
-        }
-        let command = r
-            .string("ssh.command")
-            .unwrap_or_else(|| DEFAULT_COMMAND.into());
-        if command.trim().is_empty() {
-            r.problem(
-                "ssh.command",
-                format!("is empty; the default is {DEFAULT_COMMAND:?}"),
-            );
-        }
-        let ssh = SshSettings {
-            private_key,
-            user,
-            known_hosts: r
-                .path("ssh.known_hosts")
-                .unwrap_or_else(|| DEFAULT_KNOWN_HOSTS.into()),
-            host_key_policy,
-            connect_timeout: r.duration(
-                "ssh.connect_timeout",
-                "10s",
-                Duration::from_millis(100),
-                10 * MINUTE,
-            ),
-            command_timeout: r.duration("ssh.command_timeout", "20s", Duration::from_secs(1), HOUR),
-            command,
-        };
-
-        let check = CheckSettings {
-            enabled: r.bool("check.enabled", true),
-            interval: r.duration("check.interval", "5m", Duration::from_secs(1), 7 * DAY),
-            initial_delay: r.duration("check.initial_delay", "0s", Duration::ZERO, DAY),
-            grace_period: r.duration("check.grace_period", "15m", Duration::ZERO, 30 * DAY),
-            concurrency: r.int("check.concurrency", 8, 1, 1024) as usize,
-            blind_after: r.duration("check.blind_after", "30m", Duration::ZERO, 30 * DAY),
-        };
-
-        let state_path = r
-            .path("state.path")
-            .unwrap_or_else(|| DEFAULT_STATE_PATH.into());
-        let event_log = r.path("notify.event_log").unwrap_or_else(|| {
-            state_path
-                .parent()
-                .unwrap_or(std::path::Path::new("."))
-                .join("events.jsonl")
-        });
-        let alert_types = {
-            let text = r
-                .string("notify.alert_types")
-                .unwrap_or_else(|| "3000-3999".into());
-            match parse_range(&text) {
-                Ok(range) => range,
-                Err(e) => {
-                    r.problem("notify.alert_types", e);
-                    3000..=3999
-                }
-            }
-        };
-        let notify = NotifySettings {
-            alerts: r.bool("notify.alerts", true),
-            alert_types,
-            alert_cap: r.int("notify.alert_cap", 5, 1, 1000) as usize,
-            owner_alert_cap: r.int("notify.owner_alert_cap", 100, 1, 100_000) as usize,
-            annotations: r.bool("notify.annotations", true),
-            event_log,
-            storm_clusters: match r.value("notify.storm_clusters") {
-                None => DEFAULT_STORM_CLUSTERS,
-                Some(v) => parse_storm_clusters(v).unwrap_or_else(|e| {
-                    r.problem("notify.storm_clusters", e);
-                    DEFAULT_STORM_CLUSTERS
-                }),
-            },
-        };
-
-        let listen_text = r
-            .string("http.listen")
-            .unwrap_or_else(|| DEFAULT_LISTEN.into());
-        let listen = if listen_text.trim().is_empty() {
-            None
-        } else {
-            match listen_text.trim().parse() {
-                Ok(addr) => Some(addr),
-                Err(_) => {
-                    r.problem("http.listen", format!("{listen_text:?} is not an address:port, e.g. {DEFAULT_LISTEN:?}; use \"\" to turn the endpoint off"));
-                    None
-                }
-            }
-        };
-
-        let format = match r.string("log.format").as_deref() {
-            None | Some("text") => LogFormat::Text,
-            Some("json") => LogFormat::Json,
-            Some(other) => {
-                r.problem(
-                    "log.format",
-                    format!("is {other:?}; use \"text\" or \"json\""),
-                );
-                LogFormat::Text
-            }
-        };
-        let log = LogSettings {
-            level: r.string("log.level").unwrap_or_else(|| "info".into()),
-            format,
-        };
-        if tracing_subscriber::EnvFilter::try_new(&log.level).is_err() {
-            r.problem(
-                "log.level",
-                format!(
-                    "{:?} is not a log filter; use e.g. \"info\" or \"debug\"",
-                    log.level
-                ),
-            );
-        }
-
+        r.unknown_keys();
+        // The tables are read in this order, and their problems are listed in it.
+        let cloudstack = r.cloudstack(env);
+        let ssh = r.ssh();
+        let check = r.check();
+        let state = r.state();
+        let notify = r.notify(&state.path);
+        let http = r.http();
+        let log = r.log();
         let database = r.database(env);
         let alertmanager = r.alertmanager();
         let ignore = r.ignore_rules();
@@ -1512,9 +1620,9 @@ impl Config {
                 cloudstack,
                 ssh,
                 check,
-                state: StateSettings { path: state_path },
+                state,
                 notify,
-                http: HttpSettings { listen },
+                http,
                 log,
                 database,
                 alertmanager,

@@ -7,7 +7,7 @@
 //! module only says, for every VM and node, which rule applied. `explanation` is pure;
 //! `run` fetches the inventory (listing the nodes of this one cluster) and prints.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
@@ -28,7 +28,7 @@ use crate::inventory::assemble::{Assembled, Verdict, assemble};
 use crate::inventory::{ClusterRecord, VmRow};
 use crate::remote::Readiness;
 use crate::snapshot::{ClusterSnapshot, NodeView, Owner, VanishedHow, Vm, VmState};
-use crate::state::{State, record_key, side_key};
+use crate::state::{ClusterState, State, record_key, side_key};
 
 /// One cluster, explained.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -168,29 +168,12 @@ pub fn explanation(
     let info = &raw.info;
     let prefixes = ClusterPrefixes::of(&info.name, &info.id);
     let mut out = Explanation {
-        cluster: ClusterLine {
-            id: info.id.clone(),
-            name: info.name.clone(),
-            state: info.state.clone(),
-            zone: raw.zone_name.clone().or_else(|| info.zone_id.clone()),
-            owner: owner_text(info.owner.as_ref()),
-            control_nodes: info.control_nodes,
-            size: info.size,
-            etcd_nodes: info.etcd_nodes,
-        },
+        cluster: cluster_line(raw),
         status: "skipped",
         reason: None,
         grace_period_seconds: policy.grace_period.as_secs(),
         at: now,
-        map: raw
-            .map
-            .iter()
-            .map(|vm| MapRow {
-                vm_id: vm.id.to_string(),
-                vm_name: Some(vm.name.to_string()),
-                state: vm.state().as_str().to_string(),
-            })
-            .collect(),
+        map: map_rows(raw),
         expected_vms: info.expected_vms(),
         vms: Vec::new(),
         nodes: None,
@@ -198,34 +181,103 @@ pub fn explanation(
         reported: None,
         pending: 0,
     };
-    let mut found: Vec<Mismatch> = Vec::new();
-    match &assembled.verdict {
-        Verdict::Skipped { reason, .. } => out.reason = Some(reason.clone()),
-        Verdict::Compare { snapshot, partial } => {
-            out.status = if partial.is_some() {
-                "partial"
-            } else {
-                "checked"
-            };
-            out.reason = partial.as_ref().map(|(r, _)| r.clone());
-            found = diff(snapshot, policy, now);
-            let keys: HashSet<String> = found.iter().map(|m| m.key().to_string()).collect();
-            out.map.extend(snapshot.vanished.iter().map(|v| {
-                MapRow {
-                    vm_id: v.id.clone(),
-                    vm_name: v.name.clone(),
-                    state: match v.how {
-                        VanishedHow::Expunged => GONE_EXPUNGED,
-                        VanishedHow::DoesNotExist => GONE_MISSING,
-                    }
-                    .to_string(),
-                }
-            }));
-            out.vms = vm_lines(snapshot, &prefixes, &keys, policy);
-            out.nodes = node_lines(snapshot, &found, &keys);
+    let found = match &assembled.verdict {
+        Verdict::Skipped { reason, .. } => {
+            out.reason = Some(reason.clone());
+            Vec::new()
         }
+        Verdict::Compare { snapshot, partial } => {
+            let why_partial = partial.as_ref().map(|(r, _)| r.as_str());
+            compare(&mut out, snapshot, why_partial, &prefixes, policy, now)
+        }
+    };
+    out.vms
+        .extend(strangers.iter().map(|s| stranger_line(s, &prefixes)));
+    let recorded = state.and_then(|s| s.clusters.get(&info.id));
+    out.findings = finding_lines(&info.name, &found, recorded);
+    if let Some(state) = state {
+        let compared = matches!(&assembled.verdict, Verdict::Compare { .. });
+        let nodes_listed = out.nodes.is_some();
+        out.reported = Some(reported_lines(
+            state,
+            &info.id,
+            &found,
+            compared,
+            nodes_listed,
+        ));
+        out.pending = state
+            .outbox
+            .iter()
+            .filter(|o| o.notification.finding().0 == info.id)
+            .count();
     }
-    out.vms.extend(strangers.iter().map(|s| VmLine {
+    out
+}
+
+fn cluster_line(raw: &ClusterRecord) -> ClusterLine {
+    let info = &raw.info;
+    ClusterLine {
+        id: info.id.clone(),
+        name: info.name.clone(),
+        state: info.state.clone(),
+        zone: raw.zone_name.clone().or_else(|| info.zone_id.clone()),
+        owner: owner_text(info.owner.as_ref()),
+        control_nodes: info.control_nodes,
+        size: info.size,
+        etcd_nodes: info.etcd_nodes,
+    }
+}
+
+/// The map rows the API shows.
+fn map_rows(raw: &ClusterRecord) -> Vec<MapRow> {
+    raw.map
+        .iter()
+        .map(|vm| MapRow {
+            vm_id: vm.id.to_string(),
+            vm_name: Some(vm.name.to_string()),
+            state: vm.state().as_str().to_string(),
+        })
+        .collect()
+}
+
+/// Runs the diff on a cluster's snapshot and fills in what it compared: its status (with
+/// `why_partial`, why its nodes could not be listed), the map rows of VMs gone, its VMs and
+/// its nodes. Returns the diff's findings.
+fn compare(
+    out: &mut Explanation,
+    snapshot: &ClusterSnapshot,
+    why_partial: Option<&str>,
+    prefixes: &ClusterPrefixes,
+    policy: &Policy,
+    now: Timestamp,
+) -> Vec<Mismatch> {
+    out.status = if why_partial.is_some() {
+        "partial"
+    } else {
+        "checked"
+    };
+    out.reason = why_partial.map(str::to_string);
+    let found = diff(snapshot, policy, now);
+    let keys: HashSet<String> = found.iter().map(|m| m.key().to_string()).collect();
+    out.map.extend(snapshot.vanished.iter().map(|v| {
+        MapRow {
+            vm_id: v.id.clone(),
+            vm_name: v.name.clone(),
+            state: match v.how {
+                VanishedHow::Expunged => GONE_EXPUNGED,
+                VanishedHow::DoesNotExist => GONE_MISSING,
+            }
+            .to_string(),
+        }
+    }));
+    out.vms = vm_lines(snapshot, prefixes, &keys, policy);
+    out.nodes = node_lines(snapshot, &found, &keys);
+    found
+}
+
+/// A VM named like a node of the cluster but owned by someone else.
+fn stranger_line(s: &Stranger, prefixes: &ClusterPrefixes) -> VmLine {
+    VmLine {
         id: s.vm.id.clone(),
         name: s.vm.name.clone(),
         state: s.vm.state.as_str().to_string(),
@@ -238,53 +290,63 @@ pub fn explanation(
             "not this cluster's: named like one of its nodes, but owned by {}, not by the cluster's owner",
             s.owner
         ),
-    }));
-    let recorded = state.and_then(|s| s.clusters.get(&info.id));
-    out.findings = found
+    }
+}
+
+/// The diff's findings in words, each with when it was first reported (from `recorded`, the
+/// cluster's part of the state file).
+fn finding_lines(
+    cluster_name: &str,
+    found: &[Mismatch],
+    recorded: Option<&ClusterState>,
+) -> Vec<FindingLine> {
+    found
         .iter()
         .map(|m| {
             let key = m.key().to_string();
             FindingLine {
                 kind: m.kind.as_str(),
                 since: recorded.and_then(|c| c.side(m.side()).get(&key).map(|r| r.since)),
-                reason: reason(&info.name, m),
+                reason: reason(cluster_name, m),
                 key,
             }
         })
-        .collect();
-    if let Some(state) = state {
-        let open: HashSet<String> = found.iter().map(|m| side_key(&m.key())).collect();
-        let compared = matches!(&assembled.verdict, Verdict::Compare { .. });
-        let nodes_listed = out.nodes.is_some();
-        out.reported = Some(
-            recorded
-                .into_iter()
-                .flat_map(|c| {
-                    let vms = c.vms.iter().map(|e| (e, false));
-                    vms.chain(c.nodes.iter().map(|e| (e, true)))
-                })
-                .map(|((key, r), node_side)| {
-                    let rk = record_key(&info.id, key);
-                    let kept = compared && node_side && !nodes_listed;
-                    ReportedLine {
-                        key: key.clone(),
-                        since: r.since,
-                        alert: state.alerts.contains_key(&rk),
-                        annotation: state.annotations.contains_key(&rk),
-                        held: r.held,
-                        open: open.contains(key) || !compared || kept,
-                        kept,
-                    }
-                })
-                .collect(),
-        );
-        out.pending = state
-            .outbox
-            .iter()
-            .filter(|o| o.notification.finding().0 == info.id)
-            .count();
-    }
-    out
+        .collect()
+}
+
+/// What the state file holds for cluster `id`: each finding reported, what was sent for it,
+/// and whether this look still finds it. `compared` says whether the cluster was compared
+/// at all, `nodes_listed` whether its nodes were.
+fn reported_lines(
+    state: &State,
+    id: &str,
+    found: &[Mismatch],
+    compared: bool,
+    nodes_listed: bool,
+) -> Vec<ReportedLine> {
+    let open: HashSet<String> = found.iter().map(|m| side_key(&m.key())).collect();
+    state
+        .clusters
+        .get(id)
+        .into_iter()
+        .flat_map(|c| {
+            let vms = c.vms.iter().map(|e| (e, false));
+            vms.chain(c.nodes.iter().map(|e| (e, true)))
+        })
+        .map(|((key, r), node_side)| {
+            let rk = record_key(id, key);
+            let kept = compared && node_side && !nodes_listed;
+            ReportedLine {
+                key: key.clone(),
+                since: r.since,
+                alert: state.alerts.contains_key(&rk),
+                annotation: state.annotations.contains_key(&rk),
+                held: r.held,
+                open: open.contains(key) || !compared || kept,
+                kept,
+            }
+        })
+        .collect()
 }
 
 /// Every VM of the snapshot with the rule that applied to it, mapped ones first.
@@ -294,13 +356,7 @@ fn vm_lines(
     findings: &HashSet<String>,
     policy: &Policy,
 ) -> Vec<VmLine> {
-    let grace = crate::config::human_duration(policy.grace_period);
-    // The VM ids some node is, by identity or by name.
-    let listed: Option<HashSet<String>> = node_matches(snap).map(|m| {
-        m.into_iter()
-            .filter_map(|(_, vm)| vm.map(|(id, _)| id))
-            .collect()
-    });
+    let verdicts = VmVerdicts::new(snap, findings, policy);
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     let mapped_ids: HashSet<&str> = snap.mapped.iter().map(|v| v.id.as_str()).collect();
@@ -314,88 +370,10 @@ fn vm_lines(
             continue;
         }
         let mapped = mapped || mapped_ids.contains(vm.id.as_str());
-        let key_of = |kind: &str| format!("{kind}:{}", vm.id);
-        let hit = |kind: &str| findings.contains(&key_of(kind)).then(|| key_of(kind));
         let (finding, verdict) = if mapped {
-            if vm.state.is_dead() {
-                (
-                    hit("mapped_vm"),
-                    format!(
-                        "finding mapped_vm: mapped while {}, so it cannot serve as a node",
-                        vm.state.as_str()
-                    ),
-                )
-            } else if let Some(f) = hit("vm_not_a_node") {
-                (
-                    Some(f),
-                    format!(
-                        "finding vm_not_a_node: Running and mapped, no node is named {} and it has not changed for {grace}",
-                        vm.name.to_ascii_lowercase()
-                    ),
-                )
-            } else if vm.etcd {
-                (
-                    None,
-                    "not a finding: an etcd VM, never a Kubernetes node".to_string(),
-                )
-            } else if vm.state != VmState::Running {
-                (
-                    None,
-                    format!(
-                        "not a finding: {}, so it is not expected as a node",
-                        vm.state.as_str()
-                    ),
-                )
-            } else {
-                match &listed {
-                    None => (
-                        None,
-                        "mapped and Running; not compared with the nodes (not listed)".to_string(),
-                    ),
-                    Some(nodes) if nodes.contains(&vm.id) => (None, "matches its node".to_string()),
-                    Some(_) => {
-                        let settled = vm.created.into_iter().chain(vm.last_updated).max();
-                        (
-                            None,
-                            format!(
-                                "not a finding yet: no node is named {}, but it was created or changed at {} (within the grace period of {grace})",
-                                vm.name.to_ascii_lowercase(),
-                                settled.map_or("?".to_string(), |t| t.to_string())
-                            ),
-                        )
-                    }
-                }
-            }
-        } else if snap.mapped_elsewhere.contains(&vm.id) {
-            (
-                None,
-                "not a finding: another cluster's map lists it".to_string(),
-            )
-        } else if vm.state.is_dead() {
-            (
-                None,
-                format!(
-                    "not a finding: {} and in no map, so it is not reported as unmapped",
-                    vm.state.as_str()
-                ),
-            )
-        } else if let Some(f) = hit("unmapped_vm") {
-            (
-                Some(f),
-                "finding unmapped_vm: named as a node of this cluster, owned by its owner, in no cluster's map"
-                    .to_string(),
-            )
+            verdicts.mapped(vm)
         } else {
-            let created = vm
-                .created
-                .or_else(|| crate::cks::naming::created_from_name(&vm.name));
-            (
-                None,
-                format!(
-                    "not a finding yet: in no map, but created at {} (within the grace period of {grace})",
-                    created.map_or("?".to_string(), |t| t.to_string())
-                ),
-            )
+            verdicts.unmapped(vm)
         };
         out.push(VmLine {
             id: vm.id.clone(),
@@ -410,6 +388,131 @@ fn vm_lines(
         });
     }
     out
+}
+
+/// What the verdict on a VM of the snapshot rests on. Each verdict is the finding's key,
+/// when the VM is one, and the rule that applied, in words.
+struct VmVerdicts<'a> {
+    /// The keys of the diff's findings.
+    findings: &'a HashSet<String>,
+    /// The VM ids some node is, by identity or by name; `None` when the nodes were not
+    /// listed.
+    listed: Option<HashSet<String>>,
+    /// The VMs another cluster's map lists.
+    mapped_elsewhere: &'a BTreeSet<String>,
+    /// The grace period, as the config writes it.
+    grace: String,
+}
+
+impl<'a> VmVerdicts<'a> {
+    fn new(snap: &'a ClusterSnapshot, findings: &'a HashSet<String>, policy: &Policy) -> Self {
+        VmVerdicts {
+            findings,
+            listed: node_matches(snap).map(|m| {
+                m.into_iter()
+                    .filter_map(|(_, vm)| vm.map(|(id, _)| id))
+                    .collect()
+            }),
+            mapped_elsewhere: &snap.mapped_elsewhere,
+            grace: crate::config::human_duration(policy.grace_period),
+        }
+    }
+
+    /// The key of the finding `kind` about `vm`, when the diff made it.
+    fn hit(&self, kind: &str, vm: &Vm) -> Option<String> {
+        let key = format!("{kind}:{}", vm.id);
+        self.findings.contains(&key).then_some(key)
+    }
+
+    /// A VM in the cluster's map.
+    fn mapped(&self, vm: &Vm) -> (Option<String>, String) {
+        let grace = &self.grace;
+        if vm.state.is_dead() {
+            (
+                self.hit("mapped_vm", vm),
+                format!(
+                    "finding mapped_vm: mapped while {}, so it cannot serve as a node",
+                    vm.state.as_str()
+                ),
+            )
+        } else if let Some(f) = self.hit("vm_not_a_node", vm) {
+            (
+                Some(f),
+                format!(
+                    "finding vm_not_a_node: Running and mapped, no node is named {} and it has not changed for {grace}",
+                    vm.name.to_ascii_lowercase()
+                ),
+            )
+        } else if vm.etcd {
+            (
+                None,
+                "not a finding: an etcd VM, never a Kubernetes node".to_string(),
+            )
+        } else if vm.state != VmState::Running {
+            (
+                None,
+                format!(
+                    "not a finding: {}, so it is not expected as a node",
+                    vm.state.as_str()
+                ),
+            )
+        } else {
+            (None, self.running(vm))
+        }
+    }
+
+    /// A mapped VM, Running and no finding: whether a node is it.
+    fn running(&self, vm: &Vm) -> String {
+        match &self.listed {
+            None => "mapped and Running; not compared with the nodes (not listed)".to_string(),
+            Some(nodes) if nodes.contains(&vm.id) => "matches its node".to_string(),
+            Some(_) => {
+                let settled = vm.created.into_iter().chain(vm.last_updated).max();
+                format!(
+                    "not a finding yet: no node is named {}, but it was created or changed at {} (within the grace period of {})",
+                    vm.name.to_ascii_lowercase(),
+                    settled.map_or("?".to_string(), |t| t.to_string()),
+                    self.grace
+                )
+            }
+        }
+    }
+
+    /// A VM named as a node of the cluster and owned by its owner, but not in its map.
+    fn unmapped(&self, vm: &Vm) -> (Option<String>, String) {
+        if self.mapped_elsewhere.contains(&vm.id) {
+            (
+                None,
+                "not a finding: another cluster's map lists it".to_string(),
+            )
+        } else if vm.state.is_dead() {
+            (
+                None,
+                format!(
+                    "not a finding: {} and in no map, so it is not reported as unmapped",
+                    vm.state.as_str()
+                ),
+            )
+        } else if let Some(f) = self.hit("unmapped_vm", vm) {
+            (
+                Some(f),
+                "finding unmapped_vm: named as a node of this cluster, owned by its owner, in no cluster's map"
+                    .to_string(),
+            )
+        } else {
+            let created = vm
+                .created
+                .or_else(|| crate::cks::naming::created_from_name(&vm.name));
+            (
+                None,
+                format!(
+                    "not a finding yet: in no map, but created at {} (within the grace period of {})",
+                    created.map_or("?".to_string(), |t| t.to_string()),
+                    self.grace
+                ),
+            )
+        }
+    }
 }
 
 /// For each listed node, how it matched a VM of the cluster (`(id, name)`), as the diff
@@ -564,13 +667,29 @@ fn opt_time(t: Option<Timestamp>) -> String {
 
 /// The text form: a few aligned tables. Tenant text is escaped.
 pub fn to_text(e: &Explanation) -> String {
+    // Every section ends with a line break; a blank line parts them.
+    [
+        header_text(e),
+        map_text(e),
+        vms_text(e),
+        nodes_text(e),
+        findings_text(e),
+        reported_text(e),
+    ]
+    .join("\n")
+}
+
+/// Appends `line` and a line break.
+fn push_line(out: &mut String, line: String) {
+    out.push_str(&line);
+    out.push('\n');
+}
+
+/// The cluster, and how far it was compared.
+fn header_text(e: &Explanation) -> String {
     let mut out = String::new();
     let c = &e.cluster;
-    let w = |out: &mut String, line: String| {
-        out.push_str(&line);
-        out.push('\n');
-    };
-    w(
+    push_line(
         &mut out,
         format!(
             "Kubernetes cluster {} ({}), {}, zone {}, owned by {}",
@@ -592,7 +711,7 @@ pub fn to_text(e: &Explanation) -> String {
             escaped(e.reason.as_deref().unwrap_or(""))
         ),
     };
-    w(
+    push_line(
         &mut out,
         format!(
             "{how}, at {}, grace period {}",
@@ -600,8 +719,13 @@ pub fn to_text(e: &Explanation) -> String {
             crate::config::human_duration(std::time::Duration::from_secs(e.grace_period_seconds))
         ),
     );
-    w(&mut out, String::new());
-    w(
+    out
+}
+
+fn map_text(e: &Explanation) -> String {
+    let mut out = String::new();
+    let c = &e.cluster;
+    push_line(
         &mut out,
         format!(
             "Map: {} rows, {} expected ({} control + {} workers + {} etcd)",
@@ -613,7 +737,7 @@ pub fn to_text(e: &Explanation) -> String {
         ),
     );
     for row in &e.map {
-        w(
+        push_line(
             &mut out,
             format!(
                 "  {:<36}  {:<10}  {}",
@@ -623,10 +747,14 @@ pub fn to_text(e: &Explanation) -> String {
             ),
         );
     }
-    w(&mut out, String::new());
-    w(&mut out, format!("VMs: {}", e.vms.len()));
+    out
+}
+
+fn vms_text(e: &Explanation) -> String {
+    let mut out = String::new();
+    push_line(&mut out, format!("VMs: {}", e.vms.len()));
     for vm in &e.vms {
-        w(
+        push_line(
             &mut out,
             format!(
                 "  {} ({}), {}, {}{}, created {}, last change {}",
@@ -639,55 +767,67 @@ pub fn to_text(e: &Explanation) -> String {
                 opt_time(vm.last_change)
             ),
         );
-        w(&mut out, format!("      {}", escaped(&vm.verdict)));
+        push_line(&mut out, format!("      {}", escaped(&vm.verdict)));
     }
-    w(&mut out, String::new());
-    match &e.nodes {
-        None => w(&mut out, "Kubernetes nodes: not listed".to_string()),
-        Some(nodes) => {
-            w(&mut out, format!("Kubernetes nodes: {}", nodes.len()));
-            for n in nodes {
-                w(
-                    &mut out,
-                    format!(
-                        "  {}, {}, system UUID {}{}{}",
-                        escaped(&n.name),
-                        n.ready.unwrap_or("readiness not listed"),
-                        n.system_uuid.as_deref().map_or("-".into(), escaped),
-                        n.provider_id
-                            .as_deref()
-                            .map_or(String::new(), |p| format!(", provider ID {}", escaped(p))),
-                        n.vm.as_deref()
-                            .map_or(String::new(), |v| format!(" -> VM {}", escaped(v)))
-                    ),
-                );
-                w(&mut out, format!("      {}", escaped(&n.verdict)));
-            }
-        }
+    out
+}
+
+fn nodes_text(e: &Explanation) -> String {
+    let mut out = String::new();
+    let Some(nodes) = &e.nodes else {
+        push_line(&mut out, "Kubernetes nodes: not listed".to_string());
+        return out;
+    };
+    push_line(&mut out, format!("Kubernetes nodes: {}", nodes.len()));
+    for n in nodes {
+        push_line(
+            &mut out,
+            format!(
+                "  {}, {}, system UUID {}{}{}",
+                escaped(&n.name),
+                n.ready.unwrap_or("readiness not listed"),
+                n.system_uuid.as_deref().map_or("-".into(), escaped),
+                n.provider_id
+                    .as_deref()
+                    .map_or(String::new(), |p| format!(", provider ID {}", escaped(p))),
+                n.vm.as_deref()
+                    .map_or(String::new(), |v| format!(" -> VM {}", escaped(v)))
+            ),
+        );
+        push_line(&mut out, format!("      {}", escaped(&n.verdict)));
     }
-    w(&mut out, String::new());
+    out
+}
+
+fn findings_text(e: &Explanation) -> String {
+    let mut out = String::new();
     if e.findings.is_empty() {
-        w(&mut out, "Findings: none".to_string());
-    } else {
-        w(&mut out, format!("Findings: {}", e.findings.len()));
-        for f in &e.findings {
-            w(
-                &mut out,
-                format!(
-                    "  {} ({})",
-                    escaped(&f.key),
-                    f.since.map_or("not reported yet".to_string(), |t| format!(
-                        "reported since {t}"
-                    ))
-                ),
-            );
-            w(&mut out, format!("      {}", escaped(&f.reason)));
-        }
+        push_line(&mut out, "Findings: none".to_string());
+        return out;
     }
-    w(&mut out, String::new());
+    push_line(&mut out, format!("Findings: {}", e.findings.len()));
+    for f in &e.findings {
+        push_line(
+            &mut out,
+            format!(
+                "  {} ({})",
+                escaped(&f.key),
+                f.since.map_or("not reported yet".to_string(), |t| format!(
+                    "reported since {t}"
+                ))
+            ),
+        );
+        push_line(&mut out, format!("      {}", escaped(&f.reason)));
+    }
+    out
+}
+
+/// What the state file holds, and the notifications pending.
+fn reported_text(e: &Explanation) -> String {
+    let mut out = String::new();
     match &e.reported {
-        None => w(&mut out, "Reported: no state file".to_string()),
-        Some(r) if r.is_empty() => w(
+        None => push_line(&mut out, "Reported: no state file".to_string()),
+        Some(r) if r.is_empty() => push_line(
             &mut out,
             format!(
                 "Reported: nothing open in the state file; {} notifications pending",
@@ -695,7 +835,7 @@ pub fn to_text(e: &Explanation) -> String {
             ),
         ),
         Some(r) => {
-            w(
+            push_line(
                 &mut out,
                 format!(
                     "Reported (state file): {}; {} notifications pending",
@@ -704,26 +844,13 @@ pub fn to_text(e: &Explanation) -> String {
                 ),
             );
             for line in r {
-                let mut sent = Vec::new();
-                if line.alert {
-                    sent.push("alert");
-                }
-                if line.annotation {
-                    sent.push("annotation");
-                }
-                if line.held {
-                    sent.push("held by a storm");
-                }
-                if sent.is_empty() {
-                    sent.push("event only");
-                }
-                w(
+                push_line(
                     &mut out,
                     format!(
                         "  {} since {}: {}{}",
                         escaped(&line.key),
                         line.since,
-                        sent.join(", "),
+                        sent_text(line),
                         if line.kept {
                             "; kept: the nodes were not listed, so it is neither found again nor resolved"
                         } else if line.open {
@@ -737,6 +864,24 @@ pub fn to_text(e: &Explanation) -> String {
         }
     }
     out
+}
+
+/// What was sent about a reported finding: `alert, annotation`, `event only`, ...
+fn sent_text(line: &ReportedLine) -> String {
+    let mut sent = Vec::new();
+    if line.alert {
+        sent.push("alert");
+    }
+    if line.annotation {
+        sent.push("annotation");
+    }
+    if line.held {
+        sent.push("held by a storm");
+    }
+    if sent.is_empty() {
+        sent.push("event only");
+    }
+    sent.join(", ")
 }
 
 /// Why `explain` could not explain.

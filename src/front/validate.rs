@@ -238,6 +238,16 @@ fn file_errors(raw: &Raw<'_>) -> Vec<Finding> {
 
 /// Settings that work but are risky or probably not meant.
 fn setting_warnings(raw: &Raw<'_>) -> Vec<Finding> {
+    let mut out = exposure_warnings(raw);
+    out.extend(alertmanager_warnings(raw));
+    out.extend(noise_warnings(raw));
+    out.extend(command_warnings(raw));
+    out
+}
+
+/// Connections that trust whoever answers or travel in clear: to CloudStack, its database
+/// and the control nodes.
+fn exposure_warnings(raw: &Raw<'_>) -> Vec<Finding> {
     let mut out = Vec::new();
     if raw
         .value("cloudstack.insecure")
@@ -276,27 +286,39 @@ fn setting_warnings(raw: &Raw<'_>) -> Vec<Finding> {
             crate::config::HOST_KEYS_OFF,
         ));
     }
-    if raw.0.get("alertmanager").is_some_and(toml::Value::is_table) {
-        let urls: Vec<&str> = raw
-            .value("alertmanager.urls")
-            .and_then(toml::Value::as_array)
-            .map(|a| a.iter().filter_map(toml::Value::as_str).collect())
-            .unwrap_or_default();
-        let credentials = [
-            "alertmanager.username",
-            "alertmanager.password_file",
-            "alertmanager.bearer_token_file",
-        ]
-        .iter()
-        .any(|key| raw.value(key).is_some());
-        let insecure = raw
-            .value("alertmanager.insecure")
-            .and_then(toml::Value::as_bool)
-            == Some(true);
-        for (key, message) in crate::notify::alertmanager::risks(&urls, credentials, insecure) {
-            out.push(Finding::warning(key, message));
-        }
+    out
+}
+
+/// The risks `notify::alertmanager` sees in `[alertmanager]`, when the file has one.
+fn alertmanager_warnings(raw: &Raw<'_>) -> Vec<Finding> {
+    if !raw.0.get("alertmanager").is_some_and(toml::Value::is_table) {
+        return Vec::new();
     }
+    let urls: Vec<&str> = raw
+        .value("alertmanager.urls")
+        .and_then(toml::Value::as_array)
+        .map(|a| a.iter().filter_map(toml::Value::as_str).collect())
+        .unwrap_or_default();
+    let credentials = [
+        "alertmanager.username",
+        "alertmanager.password_file",
+        "alertmanager.bearer_token_file",
+    ]
+    .iter()
+    .any(|key| raw.value(key).is_some());
+    let insecure = raw
+        .value("alertmanager.insecure")
+        .and_then(toml::Value::as_bool)
+        == Some(true);
+    crate::notify::alertmanager::risks(&urls, credentials, insecure)
+        .into_iter()
+        .map(|(key, message)| Finding::warning(key, message))
+        .collect()
+}
+
+/// Settings that tell too soon or too much: a short grace period, storms turned off.
+fn noise_warnings(raw: &Raw<'_>) -> Vec<Finding> {
+    let mut out = Vec::new();
     if let Some(text) = raw.str("check.grace_period")
         && let Ok(grace) = parse_duration(text)
         && grace < SHORT_GRACE
@@ -318,6 +340,12 @@ fn setting_warnings(raw: &Raw<'_>) -> Vec<Finding> {
              finding; the default \"20%\" sends one storm alert instead",
         ));
     }
+    out
+}
+
+/// What `ssh.command` (or the default) lists too little of, or needs a shell for.
+fn command_warnings(raw: &Raw<'_>) -> Vec<Finding> {
+    let mut out = Vec::new();
     let command = raw.str("ssh.command").unwrap_or(DEFAULT_COMMAND);
     if lists_names_only(command) {
         out.push(Finding::warning(
@@ -571,54 +599,50 @@ async fn key_holder(api: &Client, api_key: &str) -> Result<Finding, Finding> {
 /// control node of the first cluster that is checked (Running or Alert, CloudManaged) and
 /// has an endpoint.
 pub async fn connect(config: &Config) -> Vec<Finding> {
-    let mut out = Vec::new();
+    let mut out = unmatched_rule_warnings(config);
+    if let Err(last) = connection_steps(config, &mut out).await {
+        out.push(last);
+    }
+    out
+}
+
+/// Warnings about `[[ignore]]` rules that match none of the findings in the state file.
+fn unmatched_rule_warnings(config: &Config) -> Vec<Finding> {
     // The findings of the last cycle are in the state file: a rule none of them matches is
     // most likely a typo.
     if !config.ignore.is_empty()
         && let Ok(Some(state)) = crate::state::file::read(&config.state.path)
     {
-        for n in unmatched_rules(&config.ignore, &state) {
-            out.push(Finding::warning(
-                &format!("ignore[{n}]"),
-                format!(
-                    "matches none of the findings open after the last cycle ({}); check its cluster, kind, vm and node",
-                    config.state.path.display()
-                ),
-            ));
-        }
+        return unmatched_rules(&config.ignore, &state)
+            .into_iter()
+            .map(|n| {
+                Finding::warning(
+                    &format!("ignore[{n}]"),
+                    format!(
+                        "matches none of the findings open after the last cycle ({}); check its cluster, kind, vm and node",
+                        config.state.path.display()
+                    ),
+                )
+            })
+            .collect();
     }
+    Vec::new()
+}
+
+/// The steps of the connection test, in order: the API and its clusters, the release, the
+/// key's holder, then SSH. Each adds what it showed to `out`; the first that fails ends the
+/// test and returns its finding.
+async fn connection_steps(config: &Config, out: &mut Vec<Finding>) -> Result<(), Finding> {
     let url = &config.cloudstack.url;
-    let transport = match HttpTransport::new(&config.cloudstack) {
-        Ok(t) => t,
-        Err(e) => {
-            out.push(api_failure(&e, url));
-            return out;
-        }
-    };
-    // One attempt: the point is to show what fails, at once.
-    let options = ClientOptions {
-        page_size: config.cloudstack.page_size,
-        retry: RetryPolicy {
-            attempts: 1,
-            ..RetryPolicy::default()
-        },
-        ..ClientOptions::default()
-    };
-    let api = Client::with_transport(Arc::new(transport), options).with_endpoint(url);
-    let clusters: Vec<KubernetesCluster> = match api
+    let api = single_attempt_client(config).map_err(|e| api_failure(&e, url))?;
+    let clusters: Vec<KubernetesCluster> = api
         .list(
             "listKubernetesClusters",
             "kubernetescluster",
             &crate::cks::ROOT_SCOPE,
         )
         .await
-    {
-        Ok(c) => c,
-        Err(e) => {
-            out.push(api_failure(&e, url));
-            return out;
-        }
-    };
+        .map_err(|e| api_failure(&e, url))?;
     out.push(Finding::new(
         Severity::Ok,
         "cloudstack API",
@@ -629,93 +653,93 @@ pub async fn connect(config: &Config) -> Vec<Finding> {
         ),
     ));
     out.extend(cluster_rule_warnings(&config.ignore, &clusters));
-    let release = match server_release(&api, url).await {
-        Ok((finding, release)) => {
-            out.push(finding);
-            release
-        }
-        Err(finding) => {
-            out.push(finding);
-            return out;
-        }
-    };
-    match key_holder(&api, config.cloudstack.api_key.expose()).await {
-        Ok(finding) => out.push(finding),
-        Err(finding) => {
-            out.push(finding);
-            return out;
-        }
-    }
+    let (finding, release) = server_release(&api, url).await?;
+    out.push(finding);
+    out.push(key_holder(&api, config.cloudstack.api_key.expose()).await?);
+    out.push(ssh_login(config, &api, release, &clusters).await?);
+    Ok(())
+}
 
-    let checked: Vec<&KubernetesCluster> = clusters
-        .iter()
-        .filter(|c| crate::cks::skip_reason(c).is_none())
-        .collect();
-    let Some(cluster) = checked
-        .iter()
-        .find(|c| crate::cks::endpoint_host(c.endpoint.as_deref()).is_some())
-    else {
-        let message = match checked.first() {
-            None => "no Running or Alert CloudManaged cluster to log in to; SSH was not tried"
-                .to_string(),
-            Some(c) => format!(
-                "cluster {} ({}): {}; SSH was not tried",
-                c.name,
-                c.id,
-                crate::cks::NO_ENDPOINT
-            ),
-        };
-        out.push(Finding::warning("ssh", message));
-        return out;
+/// A client of the configured API that sends each request once.
+fn single_attempt_client(config: &Config) -> Result<Client, crate::cloudstack::error::ApiError> {
+    let transport = HttpTransport::new(&config.cloudstack)?;
+    // One attempt: the point is to show what fails, at once.
+    let options = ClientOptions {
+        page_size: config.cloudstack.page_size,
+        retry: RetryPolicy {
+            attempts: 1,
+            ..RetryPolicy::default()
+        },
+        ..ClientOptions::default()
     };
-    let lister = match SshNodeLister::new(&config.ssh) {
-        Ok(l) => l,
-        Err(e) => {
-            out.push(Finding::error(
-                "ssh",
-                crate::base::error_chain::error_chain(&e),
-            ));
-            return out;
-        }
-    };
+    Ok(Client::with_transport(Arc::new(transport), options).with_endpoint(&config.cloudstack.url))
+}
+
+/// `ssh.command` on the control node of the cluster [`login_cluster`] picks: what it
+/// listed, or an error naming the step that failed, or a warning saying why SSH was not
+/// tried.
+async fn ssh_login(
+    config: &Config,
+    api: &Client,
+    release: Option<Release>,
+    clusters: &[KubernetesCluster],
+) -> Result<Finding, Finding> {
+    let cluster = login_cluster(clusters).map_err(|why| Finding::warning("ssh", why))?;
+    let lister = SshNodeLister::new(&config.ssh)
+        .map_err(|e| Finding::error("ssh", crate::base::error_chain::error_chain(&e)))?;
     let network = match cluster.networkid.as_deref() {
         None => None,
-        Some(id) => {
-            match crate::inventory::list_networks(&api, release, &[("id", id)], |_| true).await {
-                Ok(mut n) => n.pop(),
-                Err(e) => {
-                    out.push(api_failure(&e, url));
-                    return out;
-                }
-            }
-        }
+        Some(id) => crate::inventory::list_networks(api, release, &[("id", id)], |_| true)
+            .await
+            .map_err(|e| api_failure(&e, &config.cloudstack.url))?
+            .pop(),
     };
-    let target = match crate::cks::ssh_target(cluster, network.as_ref(), &config.ssh.user) {
-        Ok(t) => t,
-        Err(reason) => {
-            out.push(Finding::warning("ssh", reason));
-            return out;
-        }
-    };
+    let target = crate::cks::ssh_target(cluster, network.as_ref(), &config.ssh.user)
+        .map_err(|reason| Finding::warning("ssh", reason))?;
     let who = format!(
         "cluster {}, {}@{}:{}",
         cluster.name, target.user, target.host, target.port
     );
     match lister.list_nodes(&target).await {
-        Ok(nodes) => out.push(Finding::new(
+        Ok(nodes) => Ok(Finding::new(
             Severity::Ok,
             "ssh",
             format!("{who}: {}", listed(&nodes)),
         )),
         Err(e) => {
             let d = diagnose::node_list(&e);
-            out.push(Finding::error(
+            Err(Finding::error(
                 &format!("ssh ({})", d.step),
                 format!("{who}: {}", d.line),
-            ));
+            ))
         }
     }
-    out
+}
+
+/// The cluster the connection test logs in to: the first that is checked and has an
+/// endpoint; else why SSH is not tried.
+fn login_cluster(clusters: &[KubernetesCluster]) -> Result<&KubernetesCluster, String> {
+    let checked: Vec<&KubernetesCluster> = clusters
+        .iter()
+        .filter(|c| crate::cks::skip_reason(c).is_none())
+        .collect();
+    if let Some(cluster) = checked
+        .iter()
+        .find(|c| crate::cks::endpoint_host(c.endpoint.as_deref()).is_some())
+    {
+        return Ok(cluster);
+    }
+    Err(match checked.first() {
+        None => {
+            "no Running or Alert CloudManaged cluster to log in to; SSH was not tried".to_string()
+        }
+        Some(c) => format!(
+            "cluster {} ({}): {}; SSH was not tried",
+            c.name,
+            c.id,
+            crate::cks::NO_ENDPOINT
+        ),
+    })
 }
 
 /// Warnings about `[[ignore]]` rules whose `cluster` is not one cluster: a name no cluster
