@@ -387,9 +387,10 @@ where
             }
         }
         if let Err(e) = &tick.report {
-            // The error chain as it is, and in plain words with what to do (as `check` says it).
-            let explained = crate::engine::diagnose::cycle(e, &self.config.cloudstack.url);
-            warn!(error = %error_chain(e), explained = %explained, "the cycle failed; the next one runs at the next interval");
+            // The error chain as it is and, when CloudStack could not be reached, what to check
+            // (as `check` says it).
+            let explained = crate::engine::diagnose::unreachable(e, &self.config.cloudstack.url);
+            warn!(error = %error_chain(e), explained = explained.as_deref(), "the cycle failed; the next one runs at the next interval");
         }
         if self.config.check.enabled && now > self.next_due {
             warn!(

@@ -376,6 +376,21 @@ pub fn cycle(e: &CycleError, url: &str) -> String {
     }
 }
 
+/// [`cycle`] for a cycle that could not reach CloudStack at all (its name, a connection,
+/// TLS, the keys), where the error chain alone does not say what to check; `None` when
+/// CloudStack answered, as its own error text says what went wrong.
+pub fn unreachable(e: &CycleError, url: &str) -> Option<String> {
+    let CycleError::List { what, source } = e else {
+        return None;
+    };
+    let d = api(source, url);
+    matches!(
+        d.step,
+        Step::Dns | Step::TcpConnect | Step::Timeout | Step::Tls | Step::Credentials
+    )
+    .then(|| format!("cannot list {what}: {} ({})", d.line, d.step))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

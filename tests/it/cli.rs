@@ -235,49 +235,98 @@ async fn demo_shows_three_cycles_and_exits_0() {
     assert!(!third.contains("Mismatches"), "{third}");
 }
 
-/// `demo --serve`: the demo's cloud served on loopback (its API over HTTP, each control node's
-/// SSH), with a config the other commands run against as printed; Ctrl-C stops it and removes
-/// its folder.
-#[tokio::test]
-async fn demo_serve_gives_a_cloud_that_check_explain_and_validate_config_run_against() {
-    use std::io::{BufRead, BufReader};
-    let mut server = std::process::Command::new(crate::support::cloud::binary())
-        .args(["demo", "--serve"])
-        .env_remove("RUST_LOG")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("start cks-drift demo --serve");
-    let stdout = server.stdout.take().expect("its standard output");
-    let (config, printed) = tokio::task::spawn_blocking(move || {
-        let mut printed = String::new();
-        for line in BufReader::new(stdout).lines() {
-            let line = line.expect("read what it prints");
-            printed.push_str(&line);
-            printed.push('\n');
-            if let Some(path) = line.strip_prefix("config") {
-                return (PathBuf::from(path.trim()), printed);
+/// A running `cks-drift demo --serve`: its process, the config it wrote, what it printed.
+struct Served {
+    process: std::process::Child,
+    config: PathBuf,
+    printed: String,
+}
+
+impl Served {
+    async fn start() -> Served {
+        use std::io::{BufRead, BufReader};
+        let mut process = std::process::Command::new(crate::support::cloud::binary())
+            .args(["demo", "--serve"])
+            .env_remove("RUST_LOG")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start cks-drift demo --serve");
+        let stdout = process.stdout.take().expect("its standard output");
+        let (config, printed) = tokio::task::spawn_blocking(move || {
+            let mut printed = String::new();
+            for line in BufReader::new(stdout).lines() {
+                let line = line.expect("read what it prints");
+                printed.push_str(&line);
+                printed.push('\n');
+                if let Some(path) = line.strip_prefix("config") {
+                    return (PathBuf::from(path.trim()), printed);
+                }
             }
+            panic!("no config line in:\n{printed}");
+        })
+        .await
+        .unwrap();
+        Served {
+            process,
+            config,
+            printed,
         }
-        panic!("no config line in:\n{printed}");
-    })
-    .await
-    .unwrap();
-    for cluster in ["web", "db", "analytics"] {
+    }
+
+    /// The address of `cluster`'s control node, as printed.
+    fn control_node(&self, cluster: &str) -> String {
+        self.printed
+            .lines()
+            .find(|l| l.starts_with("control node") && l.ends_with(&format!(": cluster {cluster}")))
+            .and_then(|l| l.split_whitespace().nth(2))
+            .unwrap_or_else(|| panic!("no control node of {cluster} in:\n{}", self.printed))
+            .to_string()
+    }
+
+    /// Ctrl-C: it exits 0 and its folder is gone.
+    async fn stop(mut self) {
+        let interrupt = std::process::Command::new("kill")
+            .args(["-INT", &self.process.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(interrupt.success());
+        let status = tokio::task::spawn_blocking(move || self.process.wait())
+            .await
+            .unwrap()
+            .expect("wait for it");
+        assert!(status.success(), "{status:?}");
         assert!(
-            printed.contains(&format!("Kubernetes nodes): cluster {cluster}\n")),
-            "{printed}"
+            !self.config.exists(),
+            "its folder is removed: {}",
+            self.config.display()
         );
     }
-    let c = config.to_str().unwrap();
-    let validate = cks_drift(&["validate-config", "-c", c, "--connect"]).await;
+}
+
+/// `demo --serve`: the demo's cloud served on loopback (its API over HTTP, each control node's
+/// SSH), with a config the other commands run against as printed; a second one at the same
+/// time takes other addresses; Ctrl-C stops each and removes its folder.
+#[tokio::test]
+async fn demo_serve_gives_a_cloud_that_check_explain_and_validate_config_run_against() {
+    let served = Served::start().await;
+    for cluster in ["web", "db", "analytics"] {
+        assert!(
+            served.control_node(cluster).ends_with(":2222"),
+            "{}",
+            served.printed
+        );
+    }
+    let c = served.config.to_str().unwrap().to_string();
+    let validate = cks_drift(&["validate-config", "-c", &c, "--connect"]).await;
     assert_eq!(validate.code, 0, "{validate:?}");
+    let web = served.control_node("web");
     assert!(
-        validate.stdout.contains(
-            "ok: ssh: cluster web, cloud@127.42.0.10:2222: ssh.command listed 3 nodes, 3 with a system UUID or provider ID; 3 of them Ready"
-        ),
+        validate.stdout.contains(&format!(
+            "ok: ssh: cluster web, cloud@{web}: ssh.command listed 3 nodes, 3 with a system UUID or provider ID; 3 of them Ready"
+        )),
         "{validate:?}"
     );
-    let check = cks_drift(&["check", "-c", c, "--no-notify"]).await;
+    let check = cks_drift(&["check", "-c", &c, "--no-notify"]).await;
     assert_eq!(check.code, 1, "mismatches found: {check:?}");
     assert!(
         check
@@ -296,25 +345,21 @@ async fn demo_serve_gives_a_cloud_that_check_explain_and_validate_config_run_aga
             "{kind}: {check:?}"
         );
     }
-    let explain = cks_drift(&["explain", "-c", c, "db"]).await;
+    let explain = cks_drift(&["explain", "-c", &c, "db"]).await;
     assert_eq!(explain.code, 0, "{explain:?}");
     assert!(explain.stdout.contains("\nFindings: 4\n"), "{explain:?}");
+    // Alerts and annotations go to the served cloud, once.
+    let first = cks_drift(&["check", "-c", &c]).await;
+    assert_eq!(first.code, 1, "{first:?}");
+    assert_eq!(first.stdout.matches("[new]").count(), 4, "{first:?}");
+    let second = cks_drift(&["check", "-c", &c]).await;
+    assert_eq!(second.code, 1, "{second:?}");
+    assert!(!second.stdout.contains("[new]"), "{second:?}");
 
-    let interrupt = std::process::Command::new("kill")
-        .args(["-INT", &server.id().to_string()])
-        .status()
-        .expect("run kill");
-    assert!(interrupt.success());
-    let status = tokio::task::spawn_blocking(move || server.wait())
-        .await
-        .unwrap()
-        .expect("wait for it");
-    assert!(status.success(), "{status:?}");
-    assert!(
-        !config.exists(),
-        "its folder is removed: {}",
-        config.display()
-    );
+    let other = Served::start().await;
+    assert_ne!(other.control_node("web"), web, "{}", other.printed);
+    other.stop().await;
+    served.stop().await;
 }
 
 #[tokio::test]

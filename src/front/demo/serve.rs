@@ -30,9 +30,10 @@ use crate::snapshot::Node;
 /// The secret key the served API checks signatures with (the demo's own, written into the
 /// folder beside the config).
 const DEMO_SECRET_KEY: &str = "demo-secret-key";
-/// The control nodes' addresses: one each from here up, in a block of 127.0.0.0/8 that
-/// nothing else on the machine is expected to use.
+/// The control nodes' addresses: one each from 127.42.N.10 up, in the first block N (of
+/// [`BLOCKS`]) where every one can listen, so that several served demos can run at once.
 const FIRST_CONTROL_NODE: Ipv4Addr = Ipv4Addr::new(127, 42, 0, 10);
+const BLOCKS: u8 = 64;
 /// The port CKS reaches a control node on through its network's public IP.
 const SSH_PORT: u16 = 2222;
 
@@ -47,10 +48,7 @@ pub enum ServeError {
         #[source]
         source: std::io::Error,
     },
-    #[error(
-        "cannot listen on {addr} for a control node's SSH; is another `cks-drift demo --serve` \
-         running?"
-    )]
+    #[error("cannot listen on {addr} for a control node's SSH")]
     Listen {
         addr: SocketAddr,
         #[source]
@@ -76,7 +74,7 @@ pub async fn serve(out: &mut dyn Write) -> Result<(), ServeError> {
         .tempdir()
         .map_err(ServeError::TempDir)?;
     let scenario = Scenario::build_with(Timestamp::now(), NetworkLayout::Isolated);
-    let control_nodes = move_to_loopback(&scenario);
+    let (control_nodes, listeners) = listen_on_loopback(&scenario).await?;
     let client_key = ed25519_key();
     let ssh = Arc::new(russh::server::Config {
         keys: vec![ed25519_key()],
@@ -85,13 +83,7 @@ pub async fn serve(out: &mut dyn Write) -> Result<(), ServeError> {
         inactivity_timeout: Some(Duration::from_secs(60)),
         ..Default::default()
     });
-    for node in &control_nodes {
-        let listener = TcpListener::bind(node.addr)
-            .await
-            .map_err(|source| ServeError::Listen {
-                addr: node.addr,
-                source,
-            })?;
+    for (node, listener) in control_nodes.iter().zip(listeners) {
         let handler = KubectlAnswer {
             nodes: node.nodes.clone(),
             client: client_key.public_key().clone(),
@@ -108,29 +100,69 @@ pub async fn serve(out: &mut dyn Write) -> Result<(), ServeError> {
 }
 
 /// Gives each cluster that has a node list a control node on a loopback address of its own,
-/// and records it as the cluster's endpoint, as CloudStack records the public IP.
-fn move_to_loopback(scenario: &Scenario) -> Vec<ControlNode> {
-    let mut address = u32::from(FIRST_CONTROL_NODE);
+/// listening, and records it as the cluster's endpoint, as CloudStack records the public IP.
+async fn listen_on_loopback(
+    scenario: &Scenario,
+) -> Result<(Vec<ControlNode>, Vec<TcpListener>), ServeError> {
+    let clusters = listed_clusters(scenario);
+    let first = u32::from(FIRST_CONTROL_NODE);
+    let mut block = 0;
+    let listeners = loop {
+        let base = first + (u32::from(block) << 8);
+        match listen_all(base, clusters.len()).await {
+            Ok(listeners) => break listeners,
+            Err(ServeError::Listen { source, .. })
+                if source.kind() == std::io::ErrorKind::AddrInUse && block + 1 < BLOCKS =>
+            {
+                block += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    };
     let mut control_nodes = Vec::new();
     scenario.sim.with_world(|w| {
-        for (name, _) in &scenario.clusters {
-            let Some(id) = w.cluster_by_name(name).map(|c| c.id.clone()) else {
-                continue;
-            };
-            let Some(nodes) = scenario.nodes.get(&endpoint_of(w, &id)) else {
-                continue;
-            };
-            let ip = Ipv4Addr::from(address);
-            address += 1;
-            w.cluster_mut(&id).endpoint = format!("https://{ip}:6443/");
+        for ((id, name, nodes), listener) in clusters.into_iter().zip(&listeners) {
+            let addr = listener
+                .local_addr()
+                .expect("a bound listener has an address");
+            w.cluster_mut(&id).endpoint = format!("https://{}:6443/", addr.ip());
             control_nodes.push(ControlNode {
-                cluster: name.clone(),
-                addr: SocketAddr::new(IpAddr::V4(ip), SSH_PORT),
+                cluster: name,
+                addr,
                 nodes: Arc::new(nodes),
             });
         }
     });
-    control_nodes
+    Ok((control_nodes, listeners))
+}
+
+/// `(id, name, node list)` of each cluster that has a node list, in creation order.
+fn listed_clusters(scenario: &Scenario) -> Vec<(String, String, Vec<Node>)> {
+    scenario.sim.with_world(|w| {
+        scenario
+            .clusters
+            .iter()
+            .filter_map(|(name, _)| {
+                let id = w.cluster_by_name(name)?.id.clone();
+                let nodes = scenario.nodes.get(&endpoint_of(w, &id))?;
+                Some((id, name.clone(), nodes))
+            })
+            .collect()
+    })
+}
+
+/// Listens on port [`SSH_PORT`] of `count` addresses from `base` up.
+async fn listen_all(base: u32, count: usize) -> Result<Vec<TcpListener>, ServeError> {
+    let mut listeners = Vec::new();
+    for n in 0..count {
+        let ip = Ipv4Addr::from(base + n as u32);
+        let addr = SocketAddr::new(IpAddr::V4(ip), SSH_PORT);
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServeError::Listen { addr, source })?;
+        listeners.push(listener);
+    }
+    Ok(listeners)
 }
 
 /// A new Ed25519 key from the operating system's random source.
