@@ -628,8 +628,9 @@ pub async fn run(out: &mut dyn Write) -> Result<(), DemoError> {
           was undone.\nAgainst your own cloud: edit /etc/cks-drift/cks-drift.toml (the package \
           installs it; from a source tree, copy config/cks-drift.toml there), then\n  \
           cks-drift validate-config --connect\n  \
-          cks-drift check\n(from a source tree without the package: cargo run --release -- in \
-          place of cks-drift)\n",
+          cks-drift check\nWithout a cloud: cks-drift demo --serve serves this one for them to run \
+          against.\n(from a source tree without the package: cargo run -- in place of \
+          cks-drift)\n",
     );
     Ok(())
 }

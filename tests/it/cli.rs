@@ -245,8 +245,11 @@ struct Served {
 impl Served {
     async fn start() -> Served {
         use std::io::{BufRead, BufReader};
-        let mut process = std::process::Command::new(crate::support::cloud::binary())
-            .args(["demo", "--serve"])
+        // Started with SIGINT ignored, as a shell's background job starts it: the Ctrl-C of
+        // `stop` must still be heard, however soon after the config line it comes.
+        let mut process = std::process::Command::new("sh")
+            .args(["-c", "trap '' INT; exec \"$0\" demo --serve"])
+            .arg(crate::support::cloud::binary())
             .env_remove("RUST_LOG")
             .stdout(std::process::Stdio::piped())
             .spawn()

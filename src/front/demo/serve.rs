@@ -21,6 +21,7 @@ use russh::keys::{PrivateKey, PublicKey};
 use russh::server::{Auth, ChannelOpenHandle, Msg, Session, VerifiedPublicKey};
 use russh::{Channel, ChannelId};
 use tokio::net::TcpListener;
+use tokio::signal::unix::{SignalKind, signal};
 
 use super::{DEMO_API_KEY, Scenario, endpoint_of};
 use crate::base::time::Timestamp;
@@ -56,7 +57,7 @@ pub enum ServeError {
     },
     #[error("cannot write the demo's SSH key")]
     Key(#[source] russh::keys::ssh_key::Error),
-    #[error("cannot wait for Ctrl-C")]
+    #[error("cannot listen for SIGINT and SIGTERM")]
     Signal(#[source] std::io::Error),
 }
 
@@ -67,8 +68,12 @@ struct ControlNode {
     nodes: Arc<Vec<Node>>,
 }
 
-/// Serves the demo's cloud until Ctrl-C, printing to `out` what to run against it.
+/// Serves the demo's cloud until Ctrl-C (or SIGTERM), printing to `out` what to run against it.
 pub async fn serve(out: &mut dyn Write) -> Result<(), ServeError> {
+    // Taken before anything is printed: whoever stops it after reading the config must not
+    // find the signal ignored (a shell's background job inherits SIGINT ignored) or unheard.
+    let mut interrupt = signal(SignalKind::interrupt()).map_err(ServeError::Signal)?;
+    let mut terminate = signal(SignalKind::terminate()).map_err(ServeError::Signal)?;
     let dir = tempfile::Builder::new()
         .prefix("cks-drift-demo-")
         .tempdir()
@@ -94,7 +99,10 @@ pub async fn serve(out: &mut dyn Write) -> Result<(), ServeError> {
     let config = write_config(dir.path(), &api.url(), &client_key)?;
     let _ = out.write_all(instructions(&api.url(), &control_nodes, &config).as_bytes());
     let _ = out.flush();
-    tokio::signal::ctrl_c().await.map_err(ServeError::Signal)?;
+    tokio::select! {
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
+    }
     let _ = writeln!(out, "Stopped; {} is removed.", dir.path().display());
     Ok(())
 }
