@@ -13,10 +13,10 @@
 
 use std::path::Path;
 
+use cks_drift::base::time::Timestamp;
 use cks_drift::config::{Config, IgnoreRule, is_uuid, parse_expiry};
 use cks_drift::diff::{Mismatch, MismatchKind, Subject, VmRef};
 use cks_drift::state::ignore::{expiry_warnings, first_match, matches};
-use cks_drift::base::time::Timestamp;
 use libfuzzer_sys::fuzz_target;
 
 const BASE: &str = r#"

@@ -13,15 +13,15 @@
 //! text ends with its new marker; any text reads as a marker only if it ends with one.
 #![no_main]
 
+use cks_drift::base::time::Timestamp;
 use cks_drift::cloudstack::limits::{
     ALERT_DESCRIPTION_LENGTH, ANNOTATION_LENGTH, is_refused_control, java_len,
 };
-use cks_drift::diff::{FindingKey, Mismatch, MismatchKind, Subject, VmRef};
-use cks_drift::base::time::Timestamp;
 use cks_drift::diff::wording::{
     alert_description, annotation_marker, annotation_text, marked_key, marker_key, marker_parts,
     remarked,
 };
+use cks_drift::diff::{FindingKey, Mismatch, MismatchKind, Subject, VmRef};
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 
