@@ -23,8 +23,9 @@ fn owner(
     account: &Option<String>,
 ) -> Option<Owner> {
     match (projectid, domainid, account) {
-        (Some(p), _, _) if !p.is_empty() => Some(Owner::Project {
+        (Some(p), d, _) if !p.is_empty() => Some(Owner::Project {
             project_id: p.clone(),
+            domain_id: d.clone().filter(|d| !d.is_empty()),
         }),
         (_, Some(d), Some(a)) => Some(Owner::Account {
             domain_id: d.clone(),

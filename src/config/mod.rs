@@ -146,6 +146,9 @@ pub struct CheckSettings {
     pub concurrency: usize,
     /// How long a cluster's nodes may go unlisted before it is a `blind` finding.
     pub blind_after: Duration,
+    /// How long a finding must stay absent before it counts as gone (its INFO line, its
+    /// alert archived, its annotation removed): a finding that flaps is told once.
+    pub resolve_after: Duration,
 }
 
 /// `[state]`.
@@ -163,8 +166,11 @@ pub struct NotifySettings {
     pub alert_types: std::ops::RangeInclusive<u32>,
     /// Alerts per cluster and cycle before the rest are summed up in one.
     pub alert_cap: usize,
-    /// Alerts all the clusters of one owner (account or project) hold at once.
+    /// Alerts (and, apart, annotations) all the clusters of one tenant hold at once: an
+    /// account, or the projects of one domain together (`Owner::key`).
     pub owner_alert_cap: usize,
+    /// Alerts (and, apart, annotations) raised for one tenant's clusters in any hour.
+    pub owner_alerts_per_hour: usize,
     /// Keep an admin-only annotation on the cluster per open mismatch.
     pub annotations: bool,
     /// JSON-lines event log.
@@ -517,6 +523,7 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "grace_period",
             "concurrency",
             "blind_after",
+            "resolve_after",
         ],
     ),
     ("state", &["path"]),
@@ -527,6 +534,7 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "alert_types",
             "alert_cap",
             "owner_alert_cap",
+            "owner_alerts_per_hour",
             "annotations",
             "event_log",
             "storm_clusters",
@@ -1017,6 +1025,7 @@ impl Reader<'_> {
             grace_period: self.duration("check.grace_period", "15m", Duration::ZERO, 30 * DAY),
             concurrency: self.int("check.concurrency", 8, 1, 1024) as usize,
             blind_after: self.duration("check.blind_after", "30m", Duration::ZERO, 30 * DAY),
+            resolve_after: self.duration("check.resolve_after", "15m", Duration::ZERO, DAY),
         }
     }
 
@@ -1043,6 +1052,8 @@ impl Reader<'_> {
             alert_types,
             alert_cap: self.int("notify.alert_cap", 5, 1, 1000) as usize,
             owner_alert_cap: self.int("notify.owner_alert_cap", 100, 1, 100_000) as usize,
+            owner_alerts_per_hour: self.int("notify.owner_alerts_per_hour", 20, 1, 100_000)
+                as usize,
             annotations: self.bool("notify.annotations", true),
             event_log,
             storm_clusters: self.storm_clusters(),

@@ -368,6 +368,85 @@ pub fn alertmanager_labels(
     labels
 }
 
+/// The labels and annotations of the Alertmanager alert that sums up a cluster's findings
+/// past `notify.alert_cap` (`kind` and `key` `summary`).
+pub fn alertmanager_summary(
+    cluster_id: &str,
+    c: &crate::state::ClusterState,
+    rest: &[&Mismatch],
+) -> (
+    std::collections::BTreeMap<String, String>,
+    std::collections::BTreeMap<String, String>,
+) {
+    let value = |s: &str| crate::base::untrusted::shown(s, ALERTMANAGER_VALUE_MAX);
+    let mut labels = std::collections::BTreeMap::new();
+    labels.insert("alertname".to_string(), ALERTMANAGER_ALERTNAME.to_string());
+    labels.insert("cluster".to_string(), value(&c.name));
+    labels.insert("cluster_id".to_string(), value(cluster_id));
+    labels.insert("kind".to_string(), "summary".to_string());
+    labels.insert("key".to_string(), "summary".to_string());
+    if let Some(zone) = &c.zone_id {
+        labels.insert("zone".to_string(), value(zone));
+    }
+    if let Some(owner) = &c.owner {
+        labels.insert("owner".to_string(), value(owner));
+    }
+    let mut kinds: Vec<(MismatchKind, usize)> = Vec::new();
+    for m in rest {
+        match kinds.iter_mut().find(|(k, _)| *k == m.kind) {
+            Some((_, n)) => *n += 1,
+            None => kinds.push((m.kind, 1)),
+        }
+    }
+    kinds.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let kinds: Vec<String> = kinds
+        .iter()
+        .map(|(k, n)| format!("{} {n}", k.as_str()))
+        .collect();
+    let mut annotations = std::collections::BTreeMap::new();
+    annotations.insert(
+        "summary".to_string(),
+        value(&format!(
+            "{} more VM map findings in Kubernetes cluster {}: {}",
+            rest.len(),
+            c.name,
+            kinds.join(", ")
+        )),
+    );
+    annotations.insert(
+        "description".to_string(),
+        "More findings than notify.alert_cap (or the tenant's notify.owner_alert_cap) allow as alerts of their own; each is in cks-drift's event log and report. Nothing was changed.".to_string(),
+    );
+    (labels, annotations)
+}
+
+/// The labels and annotations of the Alertmanager alert of a storm under way, which stands
+/// for the findings it holds (`kind` `storm`).
+pub fn alertmanager_storm(
+    storm: &crate::state::Storm,
+) -> (
+    std::collections::BTreeMap<String, String>,
+    std::collections::BTreeMap<String, String>,
+) {
+    let mut labels = std::collections::BTreeMap::new();
+    labels.insert("alertname".to_string(), ALERTMANAGER_ALERTNAME.to_string());
+    labels.insert("kind".to_string(), "storm".to_string());
+    labels.insert("key".to_string(), storm.key.clone());
+    let mut annotations = std::collections::BTreeMap::new();
+    annotations.insert(
+        "summary".to_string(),
+        format!(
+            "A storm of VM map findings since {}: new findings in {} of {} checked clusters at once",
+            storm.since, storm.clusters, storm.checked
+        ),
+    );
+    annotations.insert(
+        "description".to_string(),
+        "A cause common to many clusters (storage, network, SSH, a template or an upgrade) is likely. The findings' own alerts are held until it ends; each is in cks-drift's event log and report now. Nothing was changed.".to_string(),
+    );
+    (labels, annotations)
+}
+
 /// The annotations of a finding's Alertmanager alert, for people.
 pub fn alertmanager_annotations(
     cluster: &str,

@@ -18,7 +18,7 @@ use crate::config::Config;
 use crate::database::lock::{Lock, Role};
 use crate::diff::{MismatchKind, Policy};
 use crate::engine::cycle::{ClusterStatus, CycleError, CycleReport, CycleSettings, run_cycle};
-use crate::notify::alertmanager::{Alertmanager, active_for, firing};
+use crate::notify::alertmanager::{Alertmanager, FiringCaps, active_for, firing};
 use crate::notify::{DeliveryCounts, DeliverySettings, deliver};
 use crate::remote::NodeLister;
 use crate::remote::ssh::SshNodeLister;
@@ -181,7 +181,11 @@ impl Engine {
         // must not lapse because the API was down for a cycle.
         if let Some(am) = &self.delivery.alertmanager {
             let active_until = now.plus(self.alertmanager_active_for);
-            post_firing(am, &store.state, active_until, &mut tick.delivered).await;
+            let caps = FiringCaps {
+                per_cluster: self.step.alert_cap,
+                per_tenant: self.step.owner_alert_cap,
+            };
+            post_firing(am, &store.state, caps, active_until, &mut tick.delivered).await;
         }
         tick.pending = store.state.outbox.len();
         tick
@@ -347,6 +351,9 @@ fn step_settings(config: &Config) -> StepSettings {
         alert_cap: config.notify.alert_cap,
         owner_alert_cap: config.notify.owner_alert_cap,
         blind_after: config.check.blind_after,
+        resolve_after: config.check.resolve_after,
+        owner_alerts_per_hour: config.notify.owner_alerts_per_hour,
+        alert_types: config.notify.alert_types.clone().count(),
         storm: config.notify.storm_clusters,
         alertmanager: config.alertmanager.is_some(),
     }
@@ -451,10 +458,11 @@ async fn deliver_queued(
 async fn post_firing(
     am: &Alertmanager,
     state: &State,
+    caps: FiringCaps,
     active_until: Timestamp,
     delivered: &mut DeliveryCounts,
 ) {
-    let alerts = firing(state, active_until);
+    let alerts = firing(state, active_until, caps);
     let outcome = match am.post(&alerts).await {
         Ok(()) => "delivered",
         Err(e) => {

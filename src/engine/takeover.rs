@@ -259,6 +259,8 @@ fn recover_alert(state: &mut State, a: &Alert, now: Timestamp, got: &mut Recover
                 clusters: 0,
                 checked: 0,
                 held: 0,
+                released: 0,
+                released_clusters: 0,
             });
         }
         got.alerts += 1;

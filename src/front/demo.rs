@@ -413,6 +413,11 @@ fn engine(scenario: &Scenario, dir: &Path, now: Timestamp) -> Result<Engine, Dem
             alert_cap: 5,
             owner_alert_cap: 100,
             blind_after: crate::config::DEFAULT_BLIND_AFTER,
+            // Three cycles show a finding's whole life: it resolves at the first cycle
+            // without it (`check.resolve_after = "0s"`), not 15 minutes later.
+            resolve_after: std::time::Duration::ZERO,
+            owner_alerts_per_hour: 20,
+            alert_types: 1000,
             storm: crate::config::DEFAULT_STORM_CLUSTERS,
             alertmanager: false,
         },

@@ -142,7 +142,7 @@ fn owner_text(owner: Option<&Owner>) -> String {
         Some(Owner::Account { account, domain_id }) => {
             format!("account {account} (domain {domain_id})")
         }
-        Some(Owner::Project { project_id }) => format!("project {project_id}"),
+        Some(Owner::Project { project_id, .. }) => format!("project {project_id}"),
         None => "unknown".into(),
     }
 }

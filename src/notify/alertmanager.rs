@@ -8,7 +8,7 @@
 //! An Alertmanager is not trusted to be small or quick: an answer's body is read only when it
 //! explains an error, at most [`BODY_READ_MAX`] of it, within the request's deadline.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -17,7 +17,10 @@ use tracing::warn;
 
 use crate::base::time::Timestamp;
 use crate::config::{AlertmanagerAuth, AlertmanagerSettings};
-use crate::diff::wording::{alertmanager_annotations, alertmanager_labels};
+use crate::diff::Mismatch;
+use crate::diff::wording::{
+    alertmanager_annotations, alertmanager_labels, alertmanager_storm, alertmanager_summary,
+};
 use crate::state::State;
 
 /// Longest answer body kept for an error message.
@@ -236,23 +239,75 @@ pub fn active_for(interval: Duration) -> Duration {
     interval * 2 + interval / 2
 }
 
-/// Every open finding of the state that no `[[ignore]]` rule matches, as alerts active until
-/// `ends_at`. Findings a storm holds are included: Alertmanager groups alerts itself.
-pub fn firing(state: &State, ends_at: Timestamp) -> Vec<Value> {
+/// The caps of what is posted to Alertmanager: those of the CloudStack alerts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FiringCaps {
+    /// Alerts per cluster (`notify.alert_cap`), the last of them summing up the rest.
+    pub per_cluster: usize,
+    /// Alerts all the clusters of one tenant post (`notify.owner_alert_cap`).
+    pub per_tenant: usize,
+}
+
+/// The open findings of the state that no `[[ignore]]` rule matches, as alerts active until
+/// `ends_at`, under the caps CloudStack's alerts have: per cluster at most
+/// `caps.per_cluster`, the oldest findings each their own and one alert summing up the rest;
+/// per tenant at most `caps.per_tenant`. Findings a storm holds are one storm alert, so that
+/// one tenant's fake node names are not that many alerts.
+pub fn firing(state: &State, ends_at: Timestamp, caps: FiringCaps) -> Vec<Value> {
     let mut out = Vec::new();
+    let mut used: HashMap<String, usize> = HashMap::new();
     for (id, c) in &state.clusters {
-        for r in c.vms.values().chain(c.nodes.values()) {
-            if r.ignored.is_some() {
-                continue;
-            }
-            let Some(m) = r.mismatch() else {
-                continue;
-            };
-            let labels =
-                alertmanager_labels(id, &c.name, c.zone_id.as_deref(), c.owner.as_deref(), &m);
-            let annotations = alertmanager_annotations(&c.name, &m);
-            out.push(alert(&labels, &annotations, r.since, ends_at));
+        let mut open: Vec<(Timestamp, String, Mismatch)> = c
+            .vms
+            .values()
+            .chain(c.nodes.values())
+            .filter(|r| r.ignored.is_none() && !r.held)
+            .filter_map(|r| {
+                let m = r.mismatch()?;
+                Some((r.since, m.key().to_string(), m))
+            })
+            .collect();
+        if open.is_empty() {
+            continue;
         }
+        // The oldest keep firing as newer ones come, so that the alerts posted stay the same.
+        open.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        let tenant = c
+            .owner_id
+            .clone()
+            .unwrap_or_else(|| format!("cluster:{id}"));
+        let spent = used.entry(tenant).or_default();
+        let cap = caps
+            .per_cluster
+            .max(1)
+            .min(caps.per_tenant.saturating_sub(*spent));
+        let each = if open.len() > cap {
+            cap.saturating_sub(1)
+        } else {
+            open.len()
+        };
+        for (since, _, m) in &open[..each] {
+            let labels =
+                alertmanager_labels(id, &c.name, c.zone_id.as_deref(), c.owner.as_deref(), m);
+            out.push(alert(
+                &labels,
+                &alertmanager_annotations(&c.name, m),
+                *since,
+                ends_at,
+            ));
+        }
+        let rest = &open[each..];
+        if !rest.is_empty() && cap > 0 {
+            let rest: Vec<&Mismatch> = rest.iter().map(|(_, _, m)| m).collect();
+            let (labels, annotations) = alertmanager_summary(id, c, &rest);
+            let since = open[each].0;
+            out.push(alert(&labels, &annotations, since, ends_at));
+        }
+        *spent += cap.min(open.len());
+    }
+    if let Some(storm) = &state.storm {
+        let (labels, annotations) = alertmanager_storm(storm);
+        out.push(alert(&labels, &annotations, storm.since, ends_at));
     }
     out
 }

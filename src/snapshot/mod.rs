@@ -79,17 +79,30 @@ pub struct Vm {
 /// Who owns a cluster and its VMs.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Owner {
-    Account { domain_id: String, account: String },
-    Project { project_id: String },
+    Account {
+        domain_id: String,
+        account: String,
+    },
+    Project {
+        project_id: String,
+        /// The domain the project is in, where the API says.
+        domain_id: Option<String>,
+    },
 }
 
 impl Owner {
-    /// One string per owner, unique in the cloud (an account's name is unique only within
-    /// its domain): what per-owner limits count by.
+    /// The tenant the owner counts toward, one string unique in the cloud: what per-tenant
+    /// limits (alert caps, storms, listing turns) count by. An account is a tenant (its name
+    /// is unique only within its domain); the projects of one domain are one tenant together,
+    /// because users may create projects (`allow.user.create.projects`) but not domains, so
+    /// that a tenant cannot multiply its share by making projects.
     pub fn key(&self) -> String {
         match self {
             Owner::Account { domain_id, account } => format!("account:{domain_id}/{account}"),
-            Owner::Project { project_id } => format!("project:{project_id}"),
+            Owner::Project {
+                domain_id: Some(d), ..
+            } => format!("projects-of-domain:{d}"),
+            Owner::Project { project_id, .. } => format!("project:{project_id}"),
         }
     }
 }

@@ -46,6 +46,19 @@ pub struct State {
     /// The storm under way, if one is: new findings in too many clusters at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storm: Option<Storm>,
+    /// When alerts and annotations were raised in the last hour, by tenant (`Owner::key`):
+    /// what `notify.owner_alerts_per_hour` counts.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub raised: BTreeMap<String, Raised>,
+}
+
+/// What was raised for one tenant's clusters in the last hour, oldest first.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Raised {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alerts: Vec<Timestamp>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub annotations: Vec<Timestamp>,
 }
 
 pub use crate::diff::wording::STORM_SCOPE;
@@ -64,6 +77,15 @@ pub struct Storm {
     /// Findings held since it began (those resolved meanwhile included).
     #[serde(default)]
     pub held: usize,
+    /// Held findings told since, when their tenant's storm ended, and their clusters.
+    #[serde(default, skip_serializing_if = "is_zero_usize")]
+    pub released: usize,
+    #[serde(default, skip_serializing_if = "is_zero_usize")]
+    pub released_clusters: usize,
+}
+
+fn is_zero_usize(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Default for State {
@@ -76,6 +98,7 @@ impl Default for State {
             annotations: BTreeMap::new(),
             next_id: 1,
             storm: None,
+            raised: BTreeMap::new(),
         }
     }
 }
@@ -178,6 +201,10 @@ pub struct Reported {
     /// Its alert and annotation are held by a storm: nothing was sent for it but the event.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub held: bool,
+    /// Since when the cycles that compared its side have not found it: it counts as gone
+    /// once that is `check.resolve_after` ago, and is open until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub absent_since: Option<Timestamp>,
     /// The `[[ignore]]` rule that matches it: it raises no alert, annotation or Alertmanager
     /// alert.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -200,6 +227,7 @@ impl Reported {
             named_vm_name: None,
             since,
             held: false,
+            absent_since: None,
             ignored: None,
         };
         match &m.subject {

@@ -11,14 +11,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::base::time::Timestamp;
 use crate::config::StormThreshold;
-use crate::diff::wording::{
-    alert_description, annotation_text, reason, storm_description, summary_description,
-};
+use crate::diff::wording::reason;
 use crate::diff::{FindingKey, GONE_EXPUNGED, GONE_MISSING, Mismatch, MismatchKind, Side, Subject};
 use crate::snapshot::{PreviousMap, VanishedHow};
 use crate::state::{
-    ClusterState, Level, Notification, Outgoing, Reported, STORM_SCOPE, State, Storm,
-    VanishedRecord, record_key, side_key,
+    ClusterState, Level, Notification, Outgoing, Reported, State, VanishedRecord, record_key,
+    side_key,
 };
 
 /// How much of a cluster a cycle compared.
@@ -73,6 +71,13 @@ pub struct StepSettings {
     /// How long a cluster's nodes may go unlisted (and at least two cycles) before that is a
     /// finding of its own.
     pub blind_after: std::time::Duration,
+    /// How long a finding must stay absent before it counts as gone.
+    pub resolve_after: std::time::Duration,
+    /// Alerts (and, apart, annotations) raised for one tenant's clusters in any hour.
+    pub owner_alerts_per_hour: usize,
+    /// How many alert types `notify.alert_types` holds: a quarter of them is kept for
+    /// tenants holding fewer than `alert_cap` alerts.
+    pub alert_types: usize,
     /// How many clusters with new findings in one cycle make a storm.
     pub storm: StormThreshold,
     /// Resolve findings' Alertmanager alerts through the outbox.
@@ -89,6 +94,9 @@ impl StepSettings {
         alert_cap: 5,
         owner_alert_cap: 1000,
         blind_after: crate::config::DEFAULT_BLIND_AFTER,
+        resolve_after: std::time::Duration::ZERO,
+        owner_alerts_per_hour: 100_000,
+        alert_types: 1000,
         storm: crate::config::StormThreshold::Off,
         alertmanager: false,
     };
@@ -289,11 +297,12 @@ pub fn step(
         .iter()
         .filter(|c| c.coverage != Coverage::None)
         .count();
+    announce::forget_old_raises(state, now);
     let mut q = Queue {
         state,
         pending: &mut pending,
     };
-    outcome.storm = storm(&mut q, told, checked, settings, now);
+    outcome.storm = storm::storm(&mut q, told, checked, settings, now);
     outcome
 }
 
@@ -315,7 +324,14 @@ fn step_cluster(
     entry.owner_id = c.owner_id.clone().or(entry.owner_id.take());
 
     let blind = blind_finding(&mut entry, c, settings.blind_after, now);
-    let changes = compare_sides(&mut entry, c, blind.as_ref(), outcome, now);
+    let changes = compare_sides(
+        &mut entry,
+        c,
+        blind.as_ref(),
+        outcome,
+        settings.resolve_after,
+        now,
+    );
     remember_map(&mut entry, c, now);
 
     let mut q = Queue { state, pending };
@@ -363,12 +379,14 @@ struct Changes<'a> {
 }
 
 /// Replaces the findings of each side the cycle compared with those it found (`blind`
-/// included), each carried over from its record before where it had one.
+/// included), each carried over from its record before where it had one; a finding it did
+/// not find stays open until it has been absent for `resolve_after`.
 fn compare_sides<'a>(
     entry: &mut ClusterState,
     c: &'a Observed,
     blind: Option<&'a Mismatch>,
     outcome: &mut StepOutcome,
+    resolve_after: std::time::Duration,
     now: Timestamp,
 ) -> Changes<'a> {
     let sides: &[Side] = match c.coverage {
@@ -386,18 +404,28 @@ fn compare_sides<'a>(
             .map(|m| (side_key(&m.key()), m))
             .collect();
         let prev = std::mem::take(entry.side_mut(side));
+        let mut next = BTreeMap::new();
         for (key, r) in &prev {
-            if !fresh.contains_key(key) {
+            if fresh.contains_key(key) {
+                continue;
+            }
+            // Absent, but not for `resolve_after` yet: still open, so that a finding that
+            // goes away and comes back is told once.
+            let absent_since = r.absent_since.unwrap_or(now);
+            if absent_since > now.minus(resolve_after) {
+                let mut kept = r.clone();
+                kept.absent_since = Some(absent_since);
+                next.insert(key.clone(), kept);
+            } else {
                 changes.resolved.push((key.clone(), r.clone()));
             }
         }
-        if fresh.is_empty() && !prev.is_empty() {
-            changes.matches_again.push(side);
-        }
-        let mut next = BTreeMap::new();
         for (key, m) in fresh {
             let r = changes.reported(outcome, c, &key, m, prev.get(&key), now);
             next.insert(key, r);
+        }
+        if next.is_empty() && !prev.is_empty() {
+            changes.matches_again.push(side);
         }
         *entry.side_mut(side) = next;
     }
@@ -608,311 +636,6 @@ fn close_gone(
     }
 }
 
-/// Tells this step's new findings: each its annotation and alert, or, when they came in more
-/// clusters than `notify.storm_clusters` (or a storm is under way), one storm alert while
-/// theirs are held. A storm ends once no more than that many clusters hold findings not yet
-/// told; those still open are then told one by one, as if new.
-fn storm(
-    q: &mut Queue<'_>,
-    told: Vec<(String, Vec<Mismatch>)>,
-    checked: usize,
-    settings: &StepSettings,
-    now: Timestamp,
-) -> Option<StormChange> {
-    let threshold = settings.storm.clusters(checked);
-    let mut change = None;
-    if q.state.storm.is_none()
-        && let Some(t) = threshold.filter(|t| told.len() > *t)
-    {
-        change = Some(begin_storm(q, &told, checked, t, settings, now));
-    }
-    let mut owners = OwnerAlerts::default();
-    let Some(mut storm) = q.state.storm.take() else {
-        for (id, new) in &told {
-            announce(q, &mut owners, id, new, settings, now);
-        }
-        return change;
-    };
-    hold(q.state, &told, &mut storm);
-    if threshold.is_some_and(|t| clusters_holding(q.state) > t) {
-        q.state.storm = Some(storm);
-        return change;
-    }
-    // Over: what is still open is told now; what resolved meanwhile never is.
-    Some(end_storm(q, &mut owners, storm, settings, now))
-}
-
-/// Begins a storm of the findings `told` in `checked` clusters, past `threshold`: its alert,
-/// its event and its record.
-fn begin_storm(
-    q: &mut Queue<'_>,
-    told: &[(String, Vec<Mismatch>)],
-    checked: usize,
-    threshold: usize,
-    settings: &StepSettings,
-    now: Timestamp,
-) -> StormChange {
-    // Lowercase, so that its marker is written out (see `wording::marker_key`).
-    let key = format!("storm:{}", now.to_compact().to_ascii_lowercase());
-    let findings: Vec<&Mismatch> = told.iter().flat_map(|(_, ms)| ms).collect();
-    let description = storm_description(&key, told.len(), checked, threshold, &findings);
-    if settings.alerts {
-        q.push(Notification::RaiseAlert {
-            cluster_id: STORM_SCOPE.to_string(),
-            zone_id: None,
-            key: key.clone(),
-            description: description.clone(),
-            covers: vec![],
-        });
-    }
-    q.push(storm_event(Level::Warn, &key, description, now));
-    q.state.storm = Some(Storm {
-        since: now,
-        key,
-        clusters: told.len(),
-        checked,
-        held: 0,
-    });
-    StormChange::Began {
-        clusters: told.len(),
-        checked,
-        threshold,
-        findings: findings.len(),
-    }
-}
-
-/// Holds the findings `told` while `storm` lasts, counting them in it.
-fn hold(state: &mut State, told: &[(String, Vec<Mismatch>)], storm: &mut Storm) {
-    for (id, new) in told {
-        let Some(entry) = state.clusters.get_mut(id) else {
-            continue;
-        };
-        for m in new {
-            if let Some(r) = entry.side_mut(m.side()).get_mut(&side_key(&m.key())) {
-                r.held = true;
-                storm.held += 1;
-            }
-        }
-    }
-}
-
-/// How many clusters hold findings not yet told.
-fn clusters_holding(state: &State) -> usize {
-    state
-        .clusters
-        .values()
-        .filter(|c| c.vms.values().chain(c.nodes.values()).any(|r| r.held))
-        .count()
-}
-
-/// Ends `storm`: the findings it held that are still open are told, its alert archived and
-/// its end logged.
-fn end_storm(
-    q: &mut Queue<'_>,
-    owners: &mut OwnerAlerts,
-    storm: Storm,
-    settings: &StepSettings,
-    now: Timestamp,
-) -> StormChange {
-    let release = release_held(q.state);
-    let released: usize = release.iter().map(|(_, ms)| ms.len()).sum();
-    for (id, held) in &release {
-        announce(q, owners, id, held, settings, now);
-    }
-    let rk = record_key(STORM_SCOPE, &storm.key);
-    if settings.alerts || q.state.alerts.contains_key(&rk) || q.pending.contains(&(rk, "alert")) {
-        q.push(Notification::ArchiveAlert {
-            cluster_id: STORM_SCOPE.to_string(),
-            key: storm.key.clone(),
-        });
-    }
-    let description = format!(
-        "The storm of VM map findings that began at {} is over: of {} findings held, {released} still open in {} clusters are now told one by one; the others resolved meanwhile and are not told",
-        storm.since,
-        storm.held,
-        release.len()
-    );
-    q.push(storm_event(Level::Info, &storm.key, description, now));
-    StormChange::Ended {
-        since: storm.since,
-        held: storm.held,
-        released,
-    }
-}
-
-/// Unholds every held finding, returning those still open by cluster id.
-fn release_held(state: &mut State) -> Vec<(String, Vec<Mismatch>)> {
-    let mut release: Vec<(String, Vec<Mismatch>)> = Vec::new();
-    for (id, c) in state.clusters.iter_mut() {
-        let held: Vec<Mismatch> = c
-            .vms
-            .values_mut()
-            .chain(c.nodes.values_mut())
-            .filter(|r| r.held)
-            .filter_map(|r| {
-                r.held = false;
-                r.mismatch()
-            })
-            .collect();
-        if !held.is_empty() {
-            release.push((id.clone(), held));
-        }
-    }
-    release
-}
-
-/// A line of the event log about a storm: about no one cluster.
-fn storm_event(level: Level, key: &str, description: String, now: Timestamp) -> Notification {
-    Notification::Event {
-        level,
-        cluster_id: String::new(),
-        cluster: String::new(),
-        key: Some(key.to_string()),
-        kind: Some("storm".to_string()),
-        vm_id: None,
-        vm_name: None,
-        node: None,
-        description,
-        time: now,
-    }
-}
-
-/// The alerts each owner's clusters hold (recorded, or queued to be raised), counted once per
-/// step when first needed and kept up to date as alerts are queued.
-#[derive(Default)]
-struct OwnerAlerts {
-    counts: Option<HashMap<String, usize>>,
-}
-
-impl OwnerAlerts {
-    fn counts(&mut self, state: &State) -> &mut HashMap<String, usize> {
-        self.counts.get_or_insert_with(|| {
-            let owner_of = |rk: &str| {
-                let (cluster_id, _) = rk.split_once('/')?;
-                state.clusters.get(cluster_id)?.owner_id.clone()
-            };
-            let queued = state.outbox.iter().filter_map(|o| match &o.notification {
-                Notification::RaiseAlert {
-                    cluster_id, key, ..
-                } => Some(record_key(cluster_id, key)),
-                _ => None,
-            });
-            let held: HashSet<String> = state.alerts.keys().cloned().chain(queued).collect();
-            let mut counts = HashMap::new();
-            for owner in held.iter().filter_map(|rk| owner_of(rk)) {
-                *counts.entry(owner).or_default() += 1;
-            }
-            counts
-        })
-    }
-
-    /// How many more alerts `owner`'s clusters may hold (unlimited for an unknown owner).
-    fn room(&mut self, state: &State, owner: Option<&str>, cap: usize) -> usize {
-        match owner {
-            None => usize::MAX,
-            Some(o) => cap.saturating_sub(self.counts(state).get(o).copied().unwrap_or(0)),
-        }
-    }
-
-    fn add(&mut self, state: &State, owner: Option<&str>, n: usize) {
-        if let Some(o) = owner {
-            *self.counts(state).entry(o.to_string()).or_default() += n;
-        }
-    }
-}
-
-/// Queues the annotation and the alert of each finding told for the first time: a cluster
-/// holds at most `alert_cap` alerts of its own findings at once, and one summary for the
-/// rest, so that a tenant who makes findings every cycle (fake nodes) cannot take the alert
-/// types every other cluster needs; and at most `alert_cap` annotations, each of which is
-/// a CloudStack event too (the summary alert names the rest). All the clusters of one owner
-/// hold at most `owner_alert_cap` alerts, summaries included, so that a tenant with many
-/// clusters cannot take them either; past it, findings are in the event log and the report
-/// only.
-fn announce(
-    q: &mut Queue<'_>,
-    owners: &mut OwnerAlerts,
-    cluster_id: &str,
-    new: &[Mismatch],
-    settings: &StepSettings,
-    now: Timestamp,
-) {
-    let Some(entry) = q.state.clusters.get(cluster_id) else {
-        return;
-    };
-    let (name, zone_id) = (entry.name.clone(), entry.zone_id.clone());
-    let owner = entry.owner_id.clone();
-    let new_keys: HashSet<String> = new.iter().map(|m| side_key(&m.key())).collect();
-    // The cluster's findings told before, that hold an alert (or an annotation) now.
-    let holding = |channel: &'static str| {
-        entry
-            .vms
-            .keys()
-            .chain(entry.nodes.keys())
-            .filter(|k| !new_keys.contains(*k))
-            .filter(|k| {
-                let rk = record_key(cluster_id, k);
-                let recorded = match channel {
-                    "alert" => q.state.alerts.contains_key(&rk),
-                    _ => q.state.annotations.contains_key(&rk),
-                };
-                recorded || q.pending.contains(&(rk, channel))
-            })
-            .count()
-    };
-    let (alerted, annotated) = (holding("alert"), holding("annotation"));
-    if settings.annotations {
-        let room = settings.alert_cap.max(1).saturating_sub(annotated);
-        for m in new.iter().take(room) {
-            q.push(Notification::AddAnnotation {
-                cluster_id: cluster_id.to_string(),
-                key: m.key().to_string(),
-                text: annotation_text(m),
-            });
-        }
-    }
-    if !settings.alerts || new.is_empty() {
-        return;
-    }
-    let owner_room = owners.room(q.state, owner.as_deref(), settings.owner_alert_cap);
-    let mut cap = settings
-        .alert_cap
-        .max(1)
-        .saturating_sub(alerted)
-        .min(owner_room);
-    let summary = new.len() > cap && !has_open_summary(q.state, cluster_id);
-    if summary && cap == owner_room {
-        // The owner's last type goes to the summary, which names every finding left.
-        cap = cap.saturating_sub(1);
-    }
-    let summary = summary && owner_room > 0;
-    owners.add(
-        q.state,
-        owner.as_deref(),
-        cap.min(new.len()) + usize::from(summary),
-    );
-    for m in new.iter().take(cap) {
-        q.push(Notification::RaiseAlert {
-            cluster_id: cluster_id.to_string(),
-            zone_id: zone_id.clone(),
-            key: m.key().to_string(),
-            description: alert_description(&name, cluster_id, m),
-            covers: vec![],
-        });
-    }
-    if summary {
-        let rest: Vec<&Mismatch> = new[cap..].iter().collect();
-        let key = format!("summary:{}", now.to_compact());
-        q.push(Notification::RaiseAlert {
-            cluster_id: cluster_id.to_string(),
-            zone_id,
-            description: summary_description(&name, cluster_id, &key, &rest),
-            covers: rest.iter().map(|m| m.key().to_string()).collect(),
-            key,
-        });
-    }
-}
-
 /// Queues the resolution of a finding's Alertmanager alert: the same labels, `endsAt` now.
 fn resolve_alertmanager(
     q: &mut Queue<'_>,
@@ -1031,5 +754,7 @@ fn summaries_to_archive(state: &State, cluster_id: &str, open: &BTreeSet<&String
     out
 }
 
+mod announce;
+mod storm;
 #[cfg(test)]
 mod tests;

@@ -76,6 +76,7 @@ impl ReportedV1 {
             node: m.node,
             since: self.since,
             held: false,
+            absent_since: None,
             ignored: None,
         }
     }
@@ -122,6 +123,7 @@ impl StateV1 {
             annotations: self.annotations,
             next_id: self.next_id,
             storm: None,
+            raised: Default::default(),
         }
     }
 }
@@ -222,6 +224,9 @@ mod tests {
             alert_cap: 3,
             owner_alert_cap: 1000,
             blind_after: crate::config::DEFAULT_BLIND_AFTER,
+            resolve_after: std::time::Duration::ZERO,
+            owner_alerts_per_hour: 100_000,
+            alert_types: 1000,
             storm: crate::config::StormThreshold::Off,
             alertmanager: false,
         };

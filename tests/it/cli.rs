@@ -420,7 +420,7 @@ alert_types = "10-20"
     assert_eq!(
         lines(&out.stdout),
         [
-            "error: check.concurency: is not a known key; did you mean check.concurrency? [check] takes enabled, interval, initial_delay, grace_period, concurrency, blind_after".to_string(),
+            "error: check.concurency: is not a known key; did you mean check.concurrency? [check] takes enabled, interval, initial_delay, grace_period, concurrency, blind_after, resolve_after".to_string(),
             "error: cloudstack.url: \"cloud.example.com/client/api\" is not a URL (relative URL without a base); e.g. \"https://cloud.example.com/client/api\"".to_string(),
             "error: cloudstack.timeout: \"30\" has no unit; write e.g. \"30s\" or \"30m\"".to_string(),
             "error: ssh.host_key_policy: is \"yes\"; use \"strict\", \"accept-new\" or \"off\"".to_string(),

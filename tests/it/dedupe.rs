@@ -587,6 +587,9 @@ async fn a_failed_probe_skips_the_cluster_and_keeps_its_state() {
         alert_cap: 5,
         owner_alert_cap: 1000,
         blind_after: cks_drift::config::DEFAULT_BLIND_AFTER,
+        resolve_after: std::time::Duration::ZERO,
+        owner_alerts_per_hour: 100_000,
+        alert_types: 1000,
         storm: cks_drift::config::StormThreshold::Off,
         alertmanager: false,
     };

@@ -87,6 +87,8 @@ fn drain(state: &mut State) -> Vec<String> {
 
 use MismatchKind::*;
 
+mod tenants;
+
 #[test]
 fn reported_once_then_silent() {
     let mut s = State::default();
@@ -400,6 +402,9 @@ fn channels_off_queue_only_events() {
         alert_cap: 5,
         owner_alert_cap: 1000,
         blind_after: crate::config::DEFAULT_BLIND_AFTER,
+        resolve_after: std::time::Duration::ZERO,
+        owner_alerts_per_hour: 100_000,
+        alert_types: 1000,
         storm: crate::config::StormThreshold::Off,
         alertmanager: false,
     };
@@ -477,6 +482,9 @@ fn a_cluster_holds_at_most_alert_cap_alerts_and_one_summary() {
         alert_cap: 2,
         owner_alert_cap: 1000,
         blind_after: crate::config::DEFAULT_BLIND_AFTER,
+        resolve_after: std::time::Duration::ZERO,
+        owner_alerts_per_hour: 100_000,
+        alert_types: 1000,
         storm: crate::config::StormThreshold::Off,
         alertmanager: false,
     };
@@ -689,6 +697,9 @@ fn a_cluster_never_compared_is_blind_from_its_first_failure_and_after_two_cycles
     let mut s = State::default();
     let settings = StepSettings {
         blind_after: std::time::Duration::ZERO,
+        resolve_after: std::time::Duration::ZERO,
+        owner_alerts_per_hour: 100_000,
+        alert_types: 1000,
         storm: crate::config::StormThreshold::Off,
         alertmanager: false,
         ..ON
@@ -851,7 +862,7 @@ fn a_storm_lasts_while_too_many_clusters_hold_findings_then_tells_those_still_op
     let ended = s.outbox.last().map(|o| o.notification.clone());
     assert!(
         matches!(&ended, Some(Notification::Event { level: Level::Info, description, .. })
-            if *description == format!("The storm of VM map findings that began at {} is over: of 6 findings held, 3 still open in 3 clusters are now told one by one; the others resolved meanwhile and are not told", at(0))),
+            if *description == format!("The storm of VM map findings that began at {} is over: of 6 findings held, 3 still open in 3 clusters were told one by one; the others resolved meanwhile and are not told", at(0))),
         "{ended:?}"
     );
     assert_eq!(
@@ -952,6 +963,9 @@ fn a_percentage_is_of_the_checked_clusters_and_at_least_five() {
 fn blind_clusters_make_a_storm_like_any_finding() {
     let settings = StepSettings {
         blind_after: std::time::Duration::ZERO,
+        resolve_after: std::time::Duration::ZERO,
+        owner_alerts_per_hour: 100_000,
+        alert_types: 1000,
         ..STORMY
     };
     // A CloudStack-wide SSH failure: 5 of 8 clusters cannot be listed, for two cycles.
@@ -1171,7 +1185,14 @@ fn the_alertmanager_resolution_names_the_same_labels_as_the_alert() {
     c.owner = Some("tenant-a".into());
     step(&mut s, &[c], &settings, at(0));
     drain(&mut s);
-    let firing = crate::notify::alertmanager::firing(&s, at(12));
+    let firing = crate::notify::alertmanager::firing(
+        &s,
+        at(12),
+        crate::notify::alertmanager::FiringCaps {
+            per_cluster: 5,
+            per_tenant: 100,
+        },
+    );
     step(&mut s, &[cluster(Coverage::Full, vec![])], &settings, at(5));
     let resolved = s
         .outbox

@@ -32,6 +32,9 @@ pub struct TestCloud {
     /// so use `set` for the tables the harness writes).
     pub extra: String,
     pub grace_period: String,
+    /// `check.resolve_after`: `0s` unless a test sets it, so that a finding undone is
+    /// resolved at the next cycle.
+    pub resolve_after: String,
     /// Extra lines of the `[check]` table.
     pub check_extra: String,
     /// Extra lines of the `[cloudstack]` table.
@@ -50,6 +53,7 @@ impl TestCloud {
             nodes: Vec::new(),
             extra: String::new(),
             grace_period: "15m".into(),
+            resolve_after: "0s".into(),
             check_extra: String::new(),
             cloudstack_extra: String::new(),
         }
@@ -231,6 +235,7 @@ command = "{command}"
 
 [check]
 grace_period = "{grace}"
+resolve_after = "{resolve_after}"
 concurrency = 4
 {check_extra}
 
@@ -246,6 +251,7 @@ listen = ""
             known_hosts = self.dir.path().join("known_hosts").display(),
             state = self.state_path().display(),
             grace = self.grace_period,
+            resolve_after = self.resolve_after,
             check_extra = self.check_extra,
             cloudstack_extra = self.cloudstack_extra,
             extra = self.extra,

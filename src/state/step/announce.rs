@@ -1,0 +1,289 @@
+//! Telling a cluster's new findings within the budgets that keep one tenant from taking what
+//! others need: per cluster (`notify.alert_cap`), per tenant at once
+//! (`notify.owner_alert_cap`) and in any hour (`notify.owner_alerts_per_hour`), and the share
+//! of `notify.alert_types` kept for tenants holding few alerts.
+
+use std::collections::{HashMap, HashSet};
+
+use super::storm::tenant_of;
+use super::{Queue, StepSettings, has_open_summary};
+use crate::base::time::Timestamp;
+use crate::diff::Mismatch;
+use crate::diff::wording::{alert_description, annotation_text, summary_description};
+use crate::state::{Notification, State, record_key, side_key};
+
+/// The window `notify.owner_alerts_per_hour` counts over.
+pub const HOUR: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// What is held now, counted once per step when first needed and kept up to date as alerts
+/// and annotations are queued: alerts and annotations by tenant, alerts by zone.
+#[derive(Default)]
+pub(super) struct Budget {
+    counts: Option<Counts>,
+}
+
+#[derive(Default)]
+struct Counts {
+    alerts: HashMap<String, usize>,
+    annotations: HashMap<String, usize>,
+    zone_alerts: HashMap<Option<String>, usize>,
+}
+
+/// Which of a tenant's holdings a budget is asked about.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Channel {
+    Alert,
+    Annotation,
+}
+
+impl Budget {
+    fn counts(&mut self, state: &State) -> &mut Counts {
+        self.counts.get_or_insert_with(|| count(state))
+    }
+
+    /// How many more of `channel` the tenant's clusters may hold now: the cap at once less
+    /// what they hold, and the hourly figure less what was raised for them in the last hour.
+    fn tenant_room(
+        &mut self,
+        state: &State,
+        tenant: &str,
+        channel: Channel,
+        settings: &StepSettings,
+    ) -> usize {
+        let counts = self.counts(state);
+        let (held, raised) = match channel {
+            Channel::Alert => (
+                counts.alerts.get(tenant).copied().unwrap_or(0),
+                state.raised.get(tenant).map_or(0, |r| r.alerts.len()),
+            ),
+            Channel::Annotation => (
+                counts.annotations.get(tenant).copied().unwrap_or(0),
+                state.raised.get(tenant).map_or(0, |r| r.annotations.len()),
+            ),
+        };
+        let at_once = settings.owner_alert_cap.saturating_sub(held);
+        let in_hour = settings.owner_alerts_per_hour.saturating_sub(raised);
+        at_once.min(in_hour)
+    }
+
+    /// How many alert types of the zone the tenant may take: a quarter of
+    /// `notify.alert_types` is kept for tenants holding fewer than `alert_cap` alerts, who may
+    /// take it up to that many.
+    fn types_room(
+        &mut self,
+        state: &State,
+        tenant: &str,
+        zone: &Option<String>,
+        settings: &StepSettings,
+    ) -> usize {
+        let counts = self.counts(state);
+        let held = counts.alerts.get(tenant).copied().unwrap_or(0);
+        let free = settings
+            .alert_types
+            .saturating_sub(counts.zone_alerts.get(zone).copied().unwrap_or(0));
+        let beyond_reserve = free.saturating_sub(settings.alert_types / 4);
+        let few = settings.alert_cap.saturating_sub(held).min(free);
+        beyond_reserve.max(few)
+    }
+
+    fn add(
+        &mut self,
+        state: &mut State,
+        tenant: &str,
+        channel: Channel,
+        zone: &Option<String>,
+        n: usize,
+        now: Timestamp,
+    ) {
+        if n == 0 {
+            return;
+        }
+        let counts = self.counts(state);
+        let times = state.raised.entry(tenant.to_string()).or_default();
+        match channel {
+            Channel::Alert => {
+                *counts.alerts.entry(tenant.to_string()).or_default() += n;
+                *counts.zone_alerts.entry(zone.clone()).or_default() += n;
+                times.alerts.extend(std::iter::repeat_n(now, n));
+            }
+            Channel::Annotation => {
+                *counts.annotations.entry(tenant.to_string()).or_default() += n;
+                times.annotations.extend(std::iter::repeat_n(now, n));
+            }
+        }
+    }
+}
+
+/// Alerts and annotations held (recorded, or queued to be raised), by tenant, and alerts by
+/// zone.
+fn count(state: &State) -> Counts {
+    let zone_of = |cluster_id: &str| {
+        state
+            .clusters
+            .get(cluster_id)
+            .and_then(|c| c.zone_id.clone())
+    };
+    let mut alerts: HashMap<String, Option<String>> = state
+        .alerts
+        .iter()
+        .map(|(rk, r)| (rk.clone(), r.zone_id.clone()))
+        .collect();
+    let mut annotations: HashSet<String> = state.annotations.keys().cloned().collect();
+    for o in &state.outbox {
+        match &o.notification {
+            Notification::RaiseAlert {
+                cluster_id,
+                key,
+                zone_id,
+                ..
+            } => {
+                alerts.insert(record_key(cluster_id, key), zone_id.clone());
+            }
+            Notification::AddAnnotation {
+                cluster_id, key, ..
+            } => {
+                annotations.insert(record_key(cluster_id, key));
+            }
+            _ => {}
+        }
+    }
+    let tenant = |rk: &str| {
+        let (cluster_id, _) = rk.split_once('/')?;
+        state
+            .clusters
+            .contains_key(cluster_id)
+            .then(|| tenant_of(state, cluster_id))
+    };
+    let mut counts = Counts::default();
+    for (rk, zone) in &alerts {
+        *counts
+            .zone_alerts
+            .entry(
+                zone.clone()
+                    .or_else(|| rk.split_once('/').and_then(|(c, _)| zone_of(c))),
+            )
+            .or_default() += 1;
+        if let Some(t) = tenant(rk) {
+            *counts.alerts.entry(t).or_default() += 1;
+        }
+    }
+    for rk in &annotations {
+        if let Some(t) = tenant(rk) {
+            *counts.annotations.entry(t).or_default() += 1;
+        }
+    }
+    counts
+}
+
+/// Forgets what was raised more than an hour before `now`.
+pub(super) fn forget_old_raises(state: &mut State, now: Timestamp) {
+    let since = now.minus(HOUR);
+    state.raised.retain(|_, r| {
+        r.alerts.retain(|t| *t > since);
+        r.annotations.retain(|t| *t > since);
+        !r.alerts.is_empty() || !r.annotations.is_empty()
+    });
+}
+
+/// Queues the annotation and the alert of each finding told for the first time: a cluster
+/// holds at most `alert_cap` alerts of its own findings at once, and one summary for the
+/// rest, so that a tenant who makes findings every cycle (fake nodes) cannot take the alert
+/// types every other cluster needs; and at most `alert_cap` annotations, each of which is
+/// a CloudStack event too (the summary alert names the rest). All the clusters of one tenant
+/// hold at most `owner_alert_cap` alerts (summaries included) and as many annotations, and
+/// are raised at most `owner_alerts_per_hour` of each in any hour; past either, findings are
+/// in the event log and the report only, the tenant's last alert summing up the rest.
+pub(super) fn announce(
+    q: &mut Queue<'_>,
+    budget: &mut Budget,
+    cluster_id: &str,
+    new: &[Mismatch],
+    settings: &StepSettings,
+    now: Timestamp,
+) {
+    let Some(entry) = q.state.clusters.get(cluster_id) else {
+        return;
+    };
+    let (name, zone_id) = (entry.name.clone(), entry.zone_id.clone());
+    let tenant = tenant_of(q.state, cluster_id);
+    let (alerted, annotated) = holding(q, cluster_id, new);
+    if settings.annotations {
+        let room = settings
+            .alert_cap
+            .max(1)
+            .saturating_sub(annotated)
+            .min(budget.tenant_room(q.state, &tenant, Channel::Annotation, settings));
+        let n = room.min(new.len());
+        for m in &new[..n] {
+            q.push(Notification::AddAnnotation {
+                cluster_id: cluster_id.to_string(),
+                key: m.key().to_string(),
+                text: annotation_text(m),
+            });
+        }
+        budget.add(q.state, &tenant, Channel::Annotation, &zone_id, n, now);
+    }
+    if !settings.alerts || new.is_empty() {
+        return;
+    }
+    let tenant_room = budget
+        .tenant_room(q.state, &tenant, Channel::Alert, settings)
+        .min(budget.types_room(q.state, &tenant, &zone_id, settings));
+    let mut cap = settings
+        .alert_cap
+        .max(1)
+        .saturating_sub(alerted)
+        .min(tenant_room);
+    let summary = new.len() > cap && !has_open_summary(q.state, cluster_id);
+    if summary && cap == tenant_room {
+        // The tenant's last type goes to the summary, which names every finding left.
+        cap = cap.saturating_sub(1);
+    }
+    let summary = summary && tenant_room > 0;
+    let raised = cap.min(new.len()) + usize::from(summary);
+    budget.add(q.state, &tenant, Channel::Alert, &zone_id, raised, now);
+    for m in new.iter().take(cap) {
+        q.push(Notification::RaiseAlert {
+            cluster_id: cluster_id.to_string(),
+            zone_id: zone_id.clone(),
+            key: m.key().to_string(),
+            description: alert_description(&name, cluster_id, m),
+            covers: vec![],
+        });
+    }
+    if summary {
+        let rest: Vec<&Mismatch> = new[cap.min(new.len())..].iter().collect();
+        let key = format!("summary:{}", now.to_compact());
+        q.push(Notification::RaiseAlert {
+            cluster_id: cluster_id.to_string(),
+            zone_id,
+            description: summary_description(&name, cluster_id, &key, &rest),
+            covers: rest.iter().map(|m| m.key().to_string()).collect(),
+            key,
+        });
+    }
+}
+
+/// How many of the cluster's findings told before (not in `new`) hold an alert, and an
+/// annotation, now (recorded, or queued).
+fn holding(q: &Queue<'_>, cluster_id: &str, new: &[Mismatch]) -> (usize, usize) {
+    let Some(entry) = q.state.clusters.get(cluster_id) else {
+        return (0, 0);
+    };
+    let new_keys: HashSet<String> = new.iter().map(|m| side_key(&m.key())).collect();
+    let mut alerted = 0;
+    let mut annotated = 0;
+    for k in entry.vms.keys().chain(entry.nodes.keys()) {
+        if new_keys.contains(k) {
+            continue;
+        }
+        let rk = record_key(cluster_id, k);
+        if q.state.alerts.contains_key(&rk) || q.pending.contains(&(rk.clone(), "alert")) {
+            alerted += 1;
+        }
+        if q.state.annotations.contains_key(&rk) || q.pending.contains(&(rk, "annotation")) {
+            annotated += 1;
+        }
+    }
+    (alerted, annotated)
+}
