@@ -10,6 +10,7 @@ mod daemon;
 mod database;
 mod dedupe;
 mod explain;
+mod fairness;
 mod fake_cloudstack;
 mod hardening;
 mod identity;

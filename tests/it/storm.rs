@@ -107,7 +107,7 @@ async fn findings_in_30_of_40_clusters_are_one_storm_alert_then_the_10_still_ope
         ended["description"]
             .as_str()
             .unwrap()
-            .contains("of 30 findings held, 10 still open in 10 clusters are now told one by one"),
+            .contains("of 30 findings held, 10 still open in 10 clusters were told one by one"),
         "{ended}"
     );
 
