@@ -61,7 +61,7 @@ async fn a_storm_of_one_tenants_clusters_holds_back_no_other_tenants_alert() {
             .map(|a| a.entity_id.clone())
             .collect()
     });
-    assert_eq!(annotated, [honest.clone()]);
+    assert_eq!(annotated, std::slice::from_ref(&honest));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
