@@ -800,6 +800,7 @@ async fn cron_script(api: &Client, lister: &dyn NodeLister) -> (usize, usize) {
             .expect("list VMs by keyword");
         assert!(!vms.is_empty(), "{} has VMs", c.name);
         let target = SshTarget {
+            cluster_id: c.id.clone(),
             host: endpoint_host(c.endpoint.as_deref()).expect("endpoint"),
             port: ssh_port(None, c.controlnodes.unwrap_or(1)),
             user: "cloud".to_string(),

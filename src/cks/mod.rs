@@ -124,6 +124,7 @@ pub fn ssh_target(
         .first()
         .and_then(|vm| vm.details.get("controlNodeLoginUser"));
     login_target(
+        &c.id,
         c.endpoint.as_deref(),
         detail.map(String::as_str),
         ssh_port(network, cluster_info(c).control_nodes),
@@ -131,9 +132,10 @@ pub fn ssh_target(
     )
 }
 
-/// [`ssh_target`] from what a cycle keeps of a cluster: its `endpoint`, its first map row's
-/// `controlNodeLoginUser` detail and the port.
+/// [`ssh_target`] from what a cycle keeps of a cluster: its id, its `endpoint`, its first
+/// map row's `controlNodeLoginUser` detail and the port.
 pub fn login_target(
+    cluster_id: &str,
     endpoint: Option<&str>,
     login_detail: Option<&str>,
     port: u16,
@@ -153,6 +155,7 @@ pub fn login_target(
         None => default_user.to_string(),
     };
     Ok(SshTarget {
+        cluster_id: cluster_id.to_string(),
         host,
         port,
         user,
@@ -218,6 +221,7 @@ mod tests {
         assert_eq!(
             ssh_target(&c, Some(&net("Shared", None)), "cloud"),
             Ok(SshTarget {
+                cluster_id: "c".into(),
                 host: "10.1.1.10".into(),
                 port: 22,
                 user: "core".into(),
@@ -229,6 +233,7 @@ mod tests {
         assert_eq!(
             ssh_target(&plain, None, "cloud"),
             Ok(SshTarget {
+                cluster_id: "c".into(),
                 host: "10.1.1.10".into(),
                 port: 2222,
                 user: "cloud".into(),

@@ -551,6 +551,7 @@ mod tests {
             presented: "ssh-ed25519".into(),
             known_hosts: "/kh".into(),
             line: 1,
+            cluster: Some("c1".into()),
         };
         assert_eq!(
             node_list(&changed),

@@ -230,6 +230,9 @@ impl Engine {
             .map(|s| previous_maps(&s.state))
             .unwrap_or_default();
         let report = run_cycle(&self.api, self.lister.clone(), &self.cycle, &previous, now).await;
+        if let Ok(report) = &report {
+            forget_unlisted(self.lister.as_ref(), report).await;
+        }
         // `getUser` was refused, yet the cycle's own calls went through: the role lacks that
         // command (or said nothing); said once, and not asked again.
         if let Some(e) = unasked
@@ -281,6 +284,19 @@ impl Tick {
             }
         }
     }
+}
+
+/// Drops what the node lister learned of clusters this cycle's listing no longer shows (their
+/// host keys: the address goes to another tenant's cluster next). An empty listing is not
+/// taken as "every cluster is gone" (a key that lost its rights sees nothing), as the dedupe
+/// step does not take it so.
+async fn forget_unlisted(lister: &dyn NodeLister, report: &CycleReport) {
+    if report.clusters.is_empty() {
+        return;
+    }
+    let listed: std::collections::HashSet<String> =
+        report.clusters.iter().map(|c| c.id.clone()).collect();
+    lister.forget_unlisted(&listed).await;
 }
 
 /// Warns of connections in clear or unverified: to CloudStack and to its database.

@@ -630,6 +630,7 @@ async fn list_nodes(
         let c = &clusters[i];
         let on_direct = c.network_id.as_ref().is_some_and(|id| direct.contains(id));
         match login_target(
+            &c.info.id,
             c.endpoint.as_deref(),
             c.login_user.as_deref(),
             port_for(on_direct, c.info.control_nodes),

@@ -1,11 +1,14 @@
 //! The Kubernetes view of a cluster: the nodes its control node reports (names, readiness,
-//! system UUIDs, provider IDs), read over SSH. `ssh` runs the command, `kubectl` parses its output. Which
+//! system UUIDs, provider IDs), read over SSH. `ssh` runs the command, `known_hosts` keeps the
+//! control nodes' host keys per cluster, `kubectl` parses its output. Which
 //! host and user to reach comes from the CloudStack view; comparing the nodes belongs to the
 //! diff.
 
+pub mod known_hosts;
 pub mod kubectl;
 pub mod ssh;
 
+use std::collections::HashSet;
 use std::fmt;
 use std::future::Future;
 use std::path::PathBuf;
@@ -101,6 +104,9 @@ impl fmt::Display for Readiness {
 /// Where to log in: a cluster's control node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SshTarget {
+    /// The cluster's CloudStack id: its control node's host key is trusted for it alone,
+    /// not for whichever cluster holds the address later.
+    pub cluster_id: String,
     pub host: String,
     pub port: u16,
     pub user: String,
@@ -122,10 +128,19 @@ pub fn node_bound(vms: usize) -> usize {
 pub type NodeListFuture<'a> =
     Pin<Box<dyn Future<Output = Result<Vec<Node>, NodeListError>> + Send + 'a>>;
 
+pub type ForgetFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
 /// Lists a cluster's Kubernetes nodes (names lowercase). Implementations bound every step with
 /// their own deadlines.
 pub trait NodeLister: Send + Sync {
     fn list_nodes<'a>(&'a self, target: &'a SshTarget) -> NodeListFuture<'a>;
+
+    /// Forgets what was learned of the clusters not in `listed`: every cluster CloudStack
+    /// listed in a cycle whose listing succeeded and was not empty (a key that lost its
+    /// rights sees nothing, which is not "every cluster is gone"). Failures are logged.
+    fn forget_unlisted<'a>(&'a self, _listed: &'a HashSet<String>) -> ForgetFuture<'a> {
+        Box::pin(std::future::ready(()))
+    }
 }
 
 /// The step of a node listing that ran out of time.
@@ -223,8 +238,9 @@ pub enum NodeListError {
         known_hosts: PathBuf,
     },
     #[error(
-        "host key of {host}:{port} ({presented}) does not match the one recorded at {}:{line}; \
+        "host key of {host}:{port} ({presented}) does not match the one recorded{} at {}:{line}; \
          if the node was rebuilt, remove the stale entry (ssh-keygen -R '{}' -f {})",
+        recorded_for(cluster.as_deref()),
         known_hosts.display(),
         known_hosts_host(host, *port),
         known_hosts.display()
@@ -237,6 +253,9 @@ pub enum NodeListError {
         known_hosts: PathBuf,
         /// 1-based line of the recorded entry for this host.
         line: usize,
+        /// The cluster the entry was learned for, as the file spells its id; `None` for an
+        /// entry without one (written by hand, or before keys were kept per cluster).
+        cluster: Option<String>,
     },
     #[error("{host}:{port} presented a host certificate; only plain host keys are supported")]
     HostCertificate { host: String, port: u16 },
@@ -306,6 +325,10 @@ pub enum NodeListError {
     },
 }
 
+fn recorded_for(cluster: Option<&str>) -> String {
+    cluster.map_or_else(String::new, |c| format!(" for cluster {c}"))
+}
+
 fn stderr_suffix(stderr: &str) -> String {
     if stderr.is_empty() {
         " (no stderr)".to_string()
@@ -371,14 +394,30 @@ mod tests {
             presented: "ssh-ed25519".into(),
             known_hosts: "/var/lib/cks-drift/known_hosts".into(),
             line: 3,
+            cluster: Some("5a1e7c52-0b8f-4f0e-9d3e-0c7f0f2a9b11".into()),
         };
         assert_eq!(
             err.to_string(),
-            "host key of 10.0.0.5:2222 (ssh-ed25519) does not match the one recorded at \
-             /var/lib/cks-drift/known_hosts:3; if the node was rebuilt, remove the stale entry \
+            "host key of 10.0.0.5:2222 (ssh-ed25519) does not match the one recorded for \
+             cluster 5a1e7c52-0b8f-4f0e-9d3e-0c7f0f2a9b11 at /var/lib/cks-drift/known_hosts:3; \
+             if the node was rebuilt, remove the stale entry \
              (ssh-keygen -R '[10.0.0.5]:2222' -f /var/lib/cks-drift/known_hosts)"
         );
         assert_eq!(err.reason(), "host_key");
+        let unclaimed = NodeListError::HostKeyChanged {
+            host: "10.0.0.5".into(),
+            port: 22,
+            presented: "ssh-rsa".into(),
+            known_hosts: "/var/lib/cks-drift/known_hosts".into(),
+            line: 1,
+            cluster: None,
+        };
+        assert_eq!(
+            unclaimed.to_string(),
+            "host key of 10.0.0.5:22 (ssh-rsa) does not match the one recorded at \
+             /var/lib/cks-drift/known_hosts:1; if the node was rebuilt, remove the stale entry \
+             (ssh-keygen -R '10.0.0.5' -f /var/lib/cks-drift/known_hosts)"
+        );
     }
 
     #[test]

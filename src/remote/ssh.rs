@@ -7,9 +7,8 @@
 //! bounded on the control node (see [`remote_command`]), because closing the connection does
 //! not stop a command that has no terminal.
 
+use std::collections::HashSet;
 use std::fmt;
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex as StdMutex, PoisonError};
 use std::time::Duration;
@@ -19,11 +18,11 @@ use russh::keys::{HashAlg, PrivateKey, PrivateKeyWithHashAlg, PublicKey, PublicK
 use russh::{ChannelMsg, Disconnect, Sig};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout, timeout_at};
-use tracing::{Instrument, debug, debug_span, info};
+use tracing::{Instrument, debug, debug_span, info, warn};
 
-use super::Node;
+use super::known_hosts::{self, HostKeyMatch};
 use super::{
-    NodeListError, NodeListFuture, NodeLister, RemoteExit, SshTarget, Stage, known_hosts_host,
+    ForgetFuture, Node, NodeListError, NodeListFuture, NodeLister, RemoteExit, SshTarget, Stage,
     parse_nodes,
 };
 use crate::config::{HostKeyPolicy, SshSettings};
@@ -91,8 +90,8 @@ pub struct SshNodeLister {
     command_timeout: Duration,
     command: String,
     config: Arc<client::Config>,
-    /// Held while a connection reads or appends `known_hosts`, so that concurrent
-    /// connections never read a half-written line or learn the same host twice.
+    /// Held while a connection reads or writes `known_hosts`, or the entries of clusters gone
+    /// are dropped, so that no write is lost and no cluster is learned twice.
     known_hosts_lock: Arc<tokio::sync::Mutex<()>>,
 }
 
@@ -156,6 +155,7 @@ impl SshNodeLister {
 
         let refusal = Arc::new(StdMutex::new(None));
         let check = HostKeyCheck {
+            cluster: known_hosts::cluster_word(&target.cluster_id),
             host: target.host.clone(),
             port: target.port,
             known_hosts: self.known_hosts.clone(),
@@ -357,6 +357,31 @@ impl SshNodeLister {
         })
     }
 
+    /// Drops the entries learned for clusters not in `listed` and returns how many went.
+    /// Only under `accept-new`: with `strict` the file is the operator's, with `off` unused.
+    pub async fn forget(&self, listed: &HashSet<String>) -> std::io::Result<usize> {
+        if self.policy != HostKeyPolicy::AcceptNew || listed.is_empty() {
+            return Ok(0);
+        }
+        let words: HashSet<String> = listed
+            .iter()
+            .map(|id| known_hosts::cluster_word(id))
+            .collect();
+        let _guard = self.known_hosts_lock.lock().await;
+        let text = match known_hosts::read_no_follow(&self.known_hosts) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(e),
+        };
+        match known_hosts::prune(&text, |cluster| words.contains(cluster)) {
+            None => Ok(0),
+            Some((kept, dropped)) => {
+                known_hosts::replace(&self.known_hosts, &kept)?;
+                Ok(dropped)
+            }
+        }
+    }
+
     fn timeout(&self, target: &SshTarget, stage: Stage) -> NodeListError {
         let after = match stage {
             Stage::Command => self.command_timeout,
@@ -375,6 +400,24 @@ impl NodeLister for SshNodeLister {
     fn list_nodes<'a>(&'a self, target: &'a SshTarget) -> NodeListFuture<'a> {
         let span = debug_span!("ssh", host = %target.host, port = target.port, user = %target.user);
         Box::pin(self.list(target).instrument(span))
+    }
+
+    fn forget_unlisted<'a>(&'a self, listed: &'a HashSet<String>) -> ForgetFuture<'a> {
+        Box::pin(async move {
+            match self.forget(listed).await {
+                Ok(0) => {}
+                Ok(dropped) => info!(
+                    known_hosts = %self.known_hosts.display(),
+                    entries = dropped,
+                    "forgot the host keys of clusters CloudStack no longer lists"
+                ),
+                Err(e) => warn!(
+                    known_hosts = %self.known_hosts.display(),
+                    error = %e,
+                    "cannot forget the host keys of clusters CloudStack no longer lists; they are kept"
+                ),
+            }
+        })
     }
 }
 
@@ -641,6 +684,8 @@ impl Drop for SocketGuard {
 /// Checks the server's host key during key exchange. russh turns a refusal into a bare
 /// `UnknownKey`, so the reason is left in `refusal` for the caller.
 struct HostKeyCheck {
+    /// The cluster, as `known_hosts` spells its id.
+    cluster: String,
     host: String,
     port: u16,
     known_hosts: PathBuf,
@@ -772,17 +817,36 @@ impl HostKeyCheck {
             }
         };
         let _guard = self.lock.lock().await;
-        match self.lookup(key)? {
+        let (text, found) = self.lookup(key)?;
+        match found {
             HostKeyMatch::Known => {
                 debug!(algorithm = key.algorithm().as_str(), "host key known");
                 Ok(())
             }
-            HostKeyMatch::Changed { line } => Err(NodeListError::HostKeyChanged {
+            // `strict` leaves the operator's file as written: its entries stand for the
+            // address, whichever cluster is there.
+            HostKeyMatch::Unclaimed { .. } if self.policy == HostKeyPolicy::Strict => {
+                debug!(algorithm = key.algorithm().as_str(), "host key known");
+                Ok(())
+            }
+            HostKeyMatch::Unclaimed { lines } => {
+                let claimed = known_hosts::claim(&text, &lines, &self.cluster);
+                known_hosts::replace(&self.known_hosts, &claimed)
+                    .map_err(|e| self.file_error(e.into()))?;
+                info!(
+                    known_hosts = %self.known_hosts.display(),
+                    entries = lines.len(),
+                    "the host key recorded for the address is now the cluster's"
+                );
+                Ok(())
+            }
+            HostKeyMatch::Changed { line, cluster } => Err(NodeListError::HostKeyChanged {
                 host: self.host.clone(),
                 port: self.port,
                 presented: key.algorithm().as_str().to_string(),
                 known_hosts: self.known_hosts.clone(),
                 line,
+                cluster,
             }),
             HostKeyMatch::New if self.policy == HostKeyPolicy::Strict => {
                 Err(NodeListError::HostKeyUnknown {
@@ -792,148 +856,53 @@ impl HostKeyCheck {
                 })
             }
             HostKeyMatch::New => {
-                append_known_host(&self.known_hosts, &self.host, self.port, key).map_err(
-                    |source| NodeListError::KnownHosts {
-                        path: self.known_hosts.clone(),
-                        source,
-                    },
-                )?;
+                let line = known_hosts::learned_line(&self.host, self.port, key, &self.cluster)
+                    .map_err(|e| self.file_error(e))?;
+                known_hosts::append(&self.known_hosts, &line)
+                    .map_err(|e| self.file_error(e.into()))?;
                 info!(
                     known_hosts = %self.known_hosts.display(),
                     algorithm = key.algorithm().as_str(),
-                    "learned the host key of a new host"
+                    "learned the host key of a new cluster"
                 );
                 Ok(())
             }
         }
     }
 
-    fn lookup(&self, key: &PublicKey) -> Result<HostKeyMatch, NodeListError> {
-        let failed = |source| NodeListError::KnownHosts {
+    /// The file's text and what it says of `key` for this cluster.
+    fn lookup(&self, key: &PublicKey) -> Result<(String, HostKeyMatch), NodeListError> {
+        // A symlink is refused, as it is when writing.
+        let text = match known_hosts::read_no_follow(&self.known_hosts) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok((String::new(), HostKeyMatch::New));
+            }
+            Err(e) => return Err(self.file_error(e.into())),
+        };
+        let recorded = known_hosts::entries_for(&text, &self.host, self.port)
+            .map_err(|e| self.file_error(e))?;
+        let found = known_hosts::match_host_key(&recorded, &self.cluster, key);
+        Ok((text, found))
+    }
+
+    fn file_error(&self, source: russh::keys::Error) -> NodeListError {
+        NodeListError::KnownHosts {
             path: self.known_hosts.clone(),
             source,
-        };
-        // Read by russh again below, by path: a symlink is refused here, as it is when writing.
-        let text = match read_no_follow(&self.known_hosts) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(HostKeyMatch::New),
-            Err(e) => return Err(failed(e.into())),
-        };
-        let recorded = russh::keys::known_hosts::known_host_keys_path(
-            &self.host,
-            self.port,
-            &self.known_hosts,
-        )
-        .map_err(failed)?
-        .into_iter()
-        .map(|(entry, key)| (physical_line(&text, entry), key))
-        .collect::<Vec<_>>();
-        Ok(match_host_key(&recorded, key))
-    }
-}
-
-/// What `known_hosts` says about a presented key.
-#[derive(Debug, PartialEq, Eq)]
-enum HostKeyMatch {
-    /// A recorded key for this host equals it.
-    Known,
-    /// Nothing is recorded for this host.
-    New,
-    /// The host is recorded, but not with this key; `line` is the 1-based line to remove.
-    Changed { line: usize },
-}
-
-/// A host recorded only with a key of another algorithm counts as changed, not new: the
-/// server chose a different algorithm than the one we saw, and learning it as a second key
-/// would let a man in the middle in by presenting a different key type.
-fn match_host_key(recorded: &[(usize, PublicKey)], presented: &PublicKey) -> HostKeyMatch {
-    if recorded
-        .iter()
-        .any(|(_, key)| key.key_data() == presented.key_data())
-    {
-        return HostKeyMatch::Known;
-    }
-    let same_algorithm = recorded
-        .iter()
-        .find(|(_, key)| key.algorithm() == presented.algorithm());
-    match same_algorithm.or(recorded.first()) {
-        Some((line, _)) => HostKeyMatch::Changed { line: *line },
-        None => HostKeyMatch::New,
-    }
-}
-
-/// russh numbers `known_hosts` entries without counting `#` comment lines; this turns its
-/// number into the line number an editor shows.
-fn physical_line(text: &str, entry: usize) -> usize {
-    text.split_inclusive('\n')
-        .enumerate()
-        .filter(|(_, line)| !line.starts_with('#'))
-        .nth(entry.saturating_sub(1))
-        .map_or(entry, |(index, _)| index + 1)
-}
-
-/// The file's text, refusing a symlink (`ELOOP`).
-fn read_no_follow(path: &Path) -> std::io::Result<String> {
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)?;
-    let mut text = String::new();
-    file.read_to_string(&mut text)?;
-    Ok(text)
-}
-
-/// Appends `host key` to `known_hosts`, creating the file (mode 0600) and its directory
-/// (mode 0700) if missing. One `write` per line, so a reader never sees half of one.
-fn append_known_host(
-    path: &Path,
-    host: &str,
-    port: u16,
-    key: &PublicKey,
-) -> Result<(), russh::keys::Error> {
-    if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
-    }
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)?;
-    let mut line = String::new();
-    if file.metadata()?.len() > 0 {
-        let mut last = [0u8; 1];
-        file.seek(SeekFrom::End(-1))?;
-        file.read_exact(&mut last)?;
-        if last[0] != b'\n' {
-            line.push('\n');
         }
     }
-    let recorded = PublicKey::new(key.key_data().clone(), "");
-    line.push_str(&known_hosts_host(host, port));
-    line.push(' ');
-    line.push_str(&recorded.to_openssh()?);
-    line.push('\n');
-    file.write_all(line.as_bytes())?;
-    file.sync_all()?;
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
 
     // Public host keys only (from ssh-keygen); no secrets here.
     const ED25519_A: &str =
         "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGxBFHSA4HziROuowlujBbjRpX7LFBT5aZLdp09KGpFt";
     const ED25519_B: &str =
         "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEOEBH6TGyDlRlFiBgvt8fSNDuhTP0uNeC2yQfxVNruH";
-    const ECDSA: &str = "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBOx9cjBklFljEgkQFNiQafTwIZql2FpAcBSkIuWkN2ToZaJ57mM6bscSr2f7yzCMk/MvIZynPyfaoYXYHsrClsg=";
 
     fn public(line: &str) -> PublicKey {
         PublicKey::from_openssh(line).unwrap()
@@ -1014,92 +983,19 @@ mod tests {
     }
 
     #[test]
-    fn same_key_is_known() {
-        let recorded = vec![(1, public(ED25519_B)), (2, public(ED25519_A))];
-        assert_eq!(
-            match_host_key(&recorded, &public(ED25519_A)),
-            HostKeyMatch::Known
-        );
-    }
-
-    #[test]
-    fn no_entry_is_new() {
-        assert_eq!(match_host_key(&[], &public(ED25519_A)), HostKeyMatch::New);
-    }
-
-    #[test]
-    fn other_key_of_the_same_algorithm_is_changed() {
-        let recorded = vec![(4, public(ED25519_B))];
-        assert_eq!(
-            match_host_key(&recorded, &public(ED25519_A)),
-            HostKeyMatch::Changed { line: 4 }
-        );
-    }
-
-    #[test]
-    fn a_host_known_only_by_another_algorithm_is_changed_not_new() {
-        let recorded = vec![(7, public(ECDSA))];
-        assert_eq!(
-            match_host_key(&recorded, &public(ED25519_A)),
-            HostKeyMatch::Changed { line: 7 }
-        );
-    }
-
-    #[test]
-    fn a_changed_key_points_at_the_entry_of_its_algorithm() {
-        let recorded = vec![(2, public(ECDSA)), (5, public(ED25519_B))];
-        assert_eq!(
-            match_host_key(&recorded, &public(ED25519_A)),
-            HostKeyMatch::Changed { line: 5 }
-        );
-    }
-
-    #[test]
-    fn physical_line_counts_comments() {
-        let text = "# managed\n[h]:2222 ssh-ed25519 AAAA\n#\n\n[h]:2222 ssh-rsa AAAA\n";
-        assert_eq!(physical_line(text, 1), 2);
-        assert_eq!(physical_line(text, 2), 4);
-        assert_eq!(physical_line(text, 3), 5);
-        assert_eq!(physical_line("a\nb\n", 2), 2);
-    }
-
-    #[test]
-    fn appending_creates_the_folder_and_a_private_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state/ssh/known_hosts");
-        append_known_host(&path, "10.0.0.5", 2222, &public(ED25519_A)).unwrap();
-        append_known_host(&path, "10.0.0.6", 22, &public(ED25519_B)).unwrap();
-        assert_eq!(
-            std::fs::read_to_string(&path).unwrap(),
-            format!("[10.0.0.5]:2222 {ED25519_A}\n10.0.0.6 {ED25519_B}\n")
-        );
-        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode(&path), 0o600);
-        assert_eq!(mode(path.parent().unwrap()), 0o700);
-    }
-
-    #[test]
-    fn appending_ends_an_unterminated_last_line_first() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("known_hosts");
-        std::fs::write(&path, format!("10.0.0.6 {ED25519_B}")).unwrap();
-        append_known_host(&path, "10.0.0.5", 22, &public(ED25519_A)).unwrap();
-        assert_eq!(
-            std::fs::read_to_string(&path).unwrap(),
-            format!("10.0.0.6 {ED25519_B}\n10.0.0.5 {ED25519_A}\n")
-        );
-    }
-
-    #[test]
     fn lookup_reports_the_editor_line_of_a_changed_key() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("known_hosts");
         std::fs::write(
             &path,
-            format!("# rebuilt nodes go here\n10.0.0.6 {ED25519_A}\n[10.0.0.5]:2222 {ED25519_B}\n"),
+            format!(
+                "# rebuilt nodes go here\n10.0.0.6 {ED25519_A}\n\
+                 [10.0.0.5]:2222 {ED25519_B} cks-drift-cluster=c-1\n"
+            ),
         )
         .unwrap();
         let check = HostKeyCheck {
+            cluster: "c-1".into(),
             host: "10.0.0.5".into(),
             port: 2222,
             known_hosts: path.clone(),
@@ -1108,11 +1004,14 @@ mod tests {
             refusal: Arc::default(),
         };
         assert_eq!(
-            check.lookup(&public(ED25519_A)).unwrap(),
-            HostKeyMatch::Changed { line: 3 }
+            check.lookup(&public(ED25519_A)).unwrap().1,
+            HostKeyMatch::Changed {
+                line: 3,
+                cluster: Some("c-1".into())
+            }
         );
         assert_eq!(
-            check.lookup(&public(ED25519_B)).unwrap(),
+            check.lookup(&public(ED25519_B)).unwrap().1,
             HostKeyMatch::Known
         );
     }

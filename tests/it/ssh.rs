@@ -1,6 +1,7 @@
 //! Node listing over SSH against a real sshd on 127.0.0.1, running the real kubectl against a
 //! fake Kubernetes API. Runs as root (sshd, login as root, sudo).
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use cks_drift::remote::{
 };
 use cks_drift::snapshot::Node;
 
+use crate::support::cloud::{TestCloud, clusters, mismatches, world_now};
 use crate::support::kube_api::{FakeKubeApi, FakeNode};
 use crate::support::sshd::{KeyKind, Sshd, free_port, keygen, keygen_encrypted};
 
@@ -29,8 +31,12 @@ fn settings(key: &Path, known_hosts: &Path, policy: HostKeyPolicy, command: &str
     }
 }
 
+/// The cluster every lister test logs in to, unless it says otherwise.
+const CLUSTER: &str = "5a1e7c52-0b8f-4f0e-9d3e-0c7f0f2a9b11";
+
 fn target(port: u16) -> SshTarget {
     SshTarget {
+        cluster_id: CLUSTER.to_string(),
         host: "127.0.0.1".to_string(),
         port,
         user: "root".to_string(),
@@ -322,7 +328,11 @@ async fn accept_new_learns_a_new_host_then_trusts_it() {
         lister.list_nodes(&target(sshd.port())).await.unwrap(),
         names(&["a"])
     );
-    let learned = format!("[127.0.0.1]:{} {}\n", sshd.port(), sshd.host_keys()[0]);
+    let learned = format!(
+        "[127.0.0.1]:{} {} cks-drift-cluster={CLUSTER}\n",
+        sshd.port(),
+        sshd.host_keys()[0]
+    );
     assert!(learned.contains(" ssh-ed25519 "));
     assert_eq!(std::fs::read_to_string(&known_hosts).unwrap(), learned);
     use std::os::unix::fs::PermissionsExt;
@@ -364,7 +374,11 @@ async fn concurrent_first_connections_learn_a_host_once() {
     }
     assert_eq!(
         std::fs::read_to_string(&known_hosts).unwrap(),
-        format!("[127.0.0.1]:{} {}\n", sshd.port(), sshd.host_keys()[0])
+        format!(
+            "[127.0.0.1]:{} {} cks-drift-cluster={CLUSTER}\n",
+            sshd.port(),
+            sshd.host_keys()[0]
+        )
     );
 }
 
@@ -400,12 +414,14 @@ async fn accept_new_refuses_a_rebuilt_node() {
             presented,
             known_hosts: path,
             line,
+            cluster,
         } => {
             assert_eq!(host, "127.0.0.1");
             assert_eq!(*p, port);
             assert_eq!(presented, "ssh-ed25519");
             assert_eq!(path, &known_hosts);
             assert_eq!(*line, 1);
+            assert_eq!(cluster.as_deref(), Some(CLUSTER));
         }
         other => panic!("expected HostKeyChanged, got {other:?}"),
     }
@@ -413,8 +429,8 @@ async fn accept_new_refuses_a_rebuilt_node() {
     assert_eq!(
         err.to_string(),
         format!(
-            "host key of 127.0.0.1:{port} (ssh-ed25519) does not match the one recorded at \
-             {kh}:1; if the node was rebuilt, remove the stale entry \
+            "host key of 127.0.0.1:{port} (ssh-ed25519) does not match the one recorded for \
+             cluster {CLUSTER} at {kh}:1; if the node was rebuilt, remove the stale entry \
              (ssh-keygen -R '[127.0.0.1]:{port}' -f {kh})",
             kh = known_hosts.display()
         )
@@ -422,6 +438,237 @@ async fn accept_new_refuses_a_rebuilt_node() {
     assert_eq!(std::fs::read_to_string(&known_hosts).unwrap(), learned);
     // Refused before authentication: the rebuilt node never saw our key.
     assert!(!rebuilt.log().contains("userauth_pubkey"));
+}
+
+/// The ids CloudStack listed in a cycle.
+fn listed(ids: &[&str]) -> HashSet<String> {
+    ids.iter().map(|id| id.to_string()).collect()
+}
+
+/// `target(port)` of another cluster.
+fn target_of(cluster: &str, port: u16) -> SshTarget {
+    SshTarget {
+        cluster_id: cluster.to_string(),
+        ..target(port)
+    }
+}
+
+/// CloudStack hands a deleted cluster's public IP to the next network that asks, maybe
+/// another tenant's: the key learned for the old cluster says nothing of the new one.
+#[tokio::test]
+async fn a_new_cluster_at_a_known_address_is_learned_and_the_one_gone_forgotten() {
+    let sshd = Sshd::start();
+    let port = sshd.port();
+    let state = tempfile::tempdir().unwrap();
+    let key = state.path().join("client_key");
+    std::fs::copy(sshd.client_key(), &key).unwrap();
+    let known_hosts = state.path().join("known_hosts");
+    let lister = SshNodeLister::new(&settings(
+        &key,
+        &known_hosts,
+        HostKeyPolicy::AcceptNew,
+        "echo node/a",
+    ))
+    .unwrap();
+    assert_eq!(
+        lister.list_nodes(&target_of("c-old", port)).await.unwrap(),
+        names(&["a"])
+    );
+    let old = format!(
+        "[127.0.0.1]:{port} {} cks-drift-cluster=c-old\n",
+        sshd.host_keys()[0]
+    );
+    assert_eq!(std::fs::read_to_string(&known_hosts).unwrap(), old);
+
+    // Another machine at the address, with host keys of its own.
+    let client_public = std::fs::read_to_string(sshd.client_key().with_extension("pub")).unwrap();
+    sshd.stop();
+    let new_node = Sshd::start_on(port);
+    std::fs::write(key.with_extension("pub"), client_public).unwrap();
+    new_node.authorize(&key);
+    assert_eq!(
+        lister.list_nodes(&target_of("c-new", port)).await.unwrap(),
+        names(&["a"])
+    );
+    let new = format!(
+        "[127.0.0.1]:{port} {} cks-drift-cluster=c-new\n",
+        new_node.host_keys()[0]
+    );
+    assert_eq!(
+        std::fs::read_to_string(&known_hosts).unwrap(),
+        format!("{old}{new}")
+    );
+
+    // An empty set is never "every cluster is gone".
+    assert_eq!(lister.forget(&listed(&[])).await.unwrap(), 0);
+    assert_eq!(lister.forget(&listed(&["c-new"])).await.unwrap(), 1);
+    assert_eq!(std::fs::read_to_string(&known_hosts).unwrap(), new);
+}
+
+/// A file of an earlier release records addresses only: its keys stay trusted, and go to the
+/// cluster that presents them first, which keeps them while CloudStack lists it.
+#[tokio::test]
+async fn an_entry_without_a_cluster_is_kept_for_the_first_cluster_that_presents_its_key() {
+    let sshd = Sshd::start();
+    let port = sshd.port();
+    let state = tempfile::tempdir().unwrap();
+    let known_hosts = state.path().join("known_hosts");
+    std::fs::write(
+        &known_hosts,
+        format!("# control nodes\n{}", sshd.known_hosts_lines()),
+    )
+    .unwrap();
+    let lister = SshNodeLister::new(&settings(
+        sshd.client_key(),
+        &known_hosts,
+        HostKeyPolicy::AcceptNew,
+        "echo node/a",
+    ))
+    .unwrap();
+
+    assert_eq!(
+        lister.list_nodes(&target(port)).await.unwrap(),
+        names(&["a"])
+    );
+    let claimed = format!(
+        "# control nodes\n[127.0.0.1]:{port} {} cks-drift-cluster={CLUSTER}\n\
+         [127.0.0.1]:{port} {} cks-drift-cluster={CLUSTER}\n",
+        sshd.host_keys()[0],
+        sshd.host_keys()[1]
+    );
+    assert_eq!(std::fs::read_to_string(&known_hosts).unwrap(), claimed);
+    assert_eq!(lister.forget(&listed(&[CLUSTER])).await.unwrap(), 0);
+    assert_eq!(std::fs::read_to_string(&known_hosts).unwrap(), claimed);
+
+    // The node comes back with other keys: still refused for that cluster.
+    sshd.stop();
+    let _rebuilt = Sshd::start_on(port);
+    let err = lister.list_nodes(&target(port)).await.unwrap_err();
+    assert!(
+        matches!(&err, NodeListError::HostKeyChanged { line: 2, cluster: Some(c), .. } if c == CLUSTER),
+        "{err:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&known_hosts).unwrap(), claimed);
+}
+
+/// With `strict` the file is the operator's: an entry without a cluster stands for the
+/// address whichever cluster is there, one with a cluster for that cluster alone, and
+/// nothing is written or dropped.
+#[tokio::test]
+async fn strict_trusts_the_operators_entries_as_written_and_never_writes() {
+    let sshd = Sshd::start();
+    let port = sshd.port();
+    let known_hosts = trusted_known_hosts(&sshd);
+    let settings = settings(
+        sshd.client_key(),
+        &known_hosts,
+        HostKeyPolicy::Strict,
+        "echo node/a",
+    );
+    let lister = SshNodeLister::new(&settings).unwrap();
+    for cluster in ["c-1", "c-2"] {
+        assert_eq!(
+            lister.list_nodes(&target_of(cluster, port)).await.unwrap(),
+            names(&["a"])
+        );
+    }
+    assert_eq!(lister.forget(&listed(&["c-3"])).await.unwrap(), 0);
+    assert_eq!(
+        std::fs::read_to_string(&known_hosts).unwrap(),
+        sshd.known_hosts_lines()
+    );
+
+    let pinned = format!(
+        "[127.0.0.1]:{port} {} cks-drift-cluster=c-1\n",
+        sshd.host_keys()[0]
+    );
+    std::fs::write(&known_hosts, &pinned).unwrap();
+    assert_eq!(
+        lister.list_nodes(&target_of("c-1", port)).await.unwrap(),
+        names(&["a"])
+    );
+    let err = lister
+        .list_nodes(&target_of("c-2", port))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, NodeListError::HostKeyUnknown { .. }),
+        "{err:?}"
+    );
+    assert_eq!(lister.forget(&listed(&["c-2"])).await.unwrap(), 0);
+    assert_eq!(std::fs::read_to_string(&known_hosts).unwrap(), pinned);
+}
+
+/// Cluster A of one owner is deleted and its address given to cluster B of another, with
+/// other host keys: B is compared in full and its findings reported, and A's key is dropped
+/// once a listing that shows clusters no longer shows A.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_at_the_address_of_another_owners_deleted_cluster_is_compared_in_full() {
+    let mut world = world_now();
+    let domain = world.root_domain_id().to_string();
+    let one = world.add_account("one", &domain);
+    let two = world.add_account("two", &domain);
+    let a = world.add_cluster("alpha", one, 1, 1, 0);
+    let mut cloud = TestCloud::start(world).await;
+    cloud.control_node(&a).await;
+    let (run, report) = cloud.check_json(&[]).await;
+    assert_eq!(
+        clusters(&report),
+        vec![("alpha".into(), "checked".into(), None)],
+        "{}",
+        run.stderr
+    );
+    let known_hosts = cloud.dir.path().join("known_hosts");
+    let ip = cloud.node(&a).ip;
+    let a_key = cloud.node(&a).sshd.as_ref().unwrap().host_keys()[0].clone();
+    let a_entry = format!("[{ip}]:2222 {a_key} cks-drift-cluster={a}\n");
+    assert_eq!(std::fs::read_to_string(&known_hosts).unwrap(), a_entry);
+
+    // A is deleted. A listing of no cluster is not "every cluster is gone".
+    cloud.sim().with_world(|w| {
+        for vm in w.cluster(&a).unwrap().map.clone() {
+            w.expunge_vm(&vm);
+        }
+        w.destroy_cluster(&a);
+    });
+    let (_, node) = cloud.nodes.remove(0);
+    node.sshd.unwrap().stop();
+    let (run, report) = cloud.check_json(&[]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(clusters(&report), vec![]);
+    assert_eq!(std::fs::read_to_string(&known_hosts).unwrap(), a_entry);
+
+    // B, of owner two, at A's address with host keys of its own; one node is not a VM.
+    let b = cloud
+        .sim()
+        .with_world(|w| w.add_cluster("beta", two, 1, 1, 0));
+    cloud.control_node_at(&b, ip, 2222).await;
+    let mut nodes = cloud.node_names(&b);
+    nodes.push("stray".into());
+    let refs: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    cloud.node(&b).kube.set_nodes(&refs);
+    let b_key = cloud.node(&b).sshd.as_ref().unwrap().host_keys()[0].clone();
+    assert_ne!(a_key, b_key);
+
+    let (run, report) = cloud.check_json(&[]).await;
+    assert_eq!(
+        clusters(&report),
+        vec![("beta".into(), "checked".into(), None)],
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        mismatches(&report),
+        vec![(
+            "node_without_vm".into(),
+            "node_without_vm:stray".into(),
+            Some(true)
+        )]
+    );
+    assert_eq!(
+        std::fs::read_to_string(&known_hosts).unwrap(),
+        format!("[{ip}]:2222 {b_key} cks-drift-cluster={b}\n")
+    );
 }
 
 #[tokio::test]

@@ -75,7 +75,12 @@ impl TestCloud {
     /// [`TestCloud::control_node`] with sshd on `port`: 22 for a single control node that
     /// CKS reaches directly (a Shared or ROUTED network).
     pub async fn control_node_on(&mut self, cluster_id: &str, port: u16) {
-        let ip = fresh_loopback();
+        self.control_node_at(cluster_id, fresh_loopback(), port)
+            .await;
+    }
+
+    /// [`TestCloud::control_node`] on `ip:port`: an address another cluster held before.
+    pub async fn control_node_at(&mut self, cluster_id: &str, ip: Ipv4Addr, port: u16) {
         self.sim().with_world(|w| {
             let c = w.cluster_mut(cluster_id);
             c.endpoint = format!("https://{ip}:6443/");
