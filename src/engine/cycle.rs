@@ -494,14 +494,21 @@ mod tests {
         }
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn slow_tenants_cannot_keep_honest_clusters_unlisted() {
-        // 4 clusters answering in 2.5 s (slow, not failing) ahead of 6 honest ones in the
-        // API's order, 2 listings at a time, 5 s for all: the slow ones fill the first cycle.
+    /// Four clusters answering in 2.5 s (slow, not failing) ahead of six honest ones in the
+    /// API's order, 2 listings at a time, 5 s for all, four cycles: which clusters' listings
+    /// started in each cycle, and the state after them. The honest ones belong to
+    /// `honest_owner`, the slow ones to "slowpoke".
+    async fn four_cycles_behind_slow_clusters(
+        honest_owner: &str,
+    ) -> (Vec<Vec<bool>>, Vec<String>, crate::state::State) {
         let mut w = World::new(SimTime::from_unix(1_750_000_000));
         let root = w.root_domain_id().to_string();
         let tenant = w.add_account("slowpoke", &root);
-        let honest = w.add_account("alice", &root);
+        let honest = if honest_owner == "slowpoke" {
+            tenant.clone()
+        } else {
+            w.add_account(honest_owner, &root)
+        };
         let mut ids = Vec::new();
         for n in 0..4 {
             ids.push(w.add_cluster(&format!("slow{n}"), tenant.clone(), 1, 1, 0));
@@ -549,8 +556,15 @@ mod tests {
             crate::state::step::step(&mut state, &observed, &step_settings, now);
             now = now.plus(Duration::from_secs(300));
         }
-        // The first cycle reaches the 4 slow clusters only; the second the 6 others first;
-        // from then on every cluster is listed at least every other cycle.
+        (listed_per_cycle, ids, state)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn slow_clusters_cannot_keep_the_same_owners_others_unlisted() {
+        let (listed_per_cycle, ids, state) = four_cycles_behind_slow_clusters("slowpoke").await;
+        // One owner's clusters go oldest-listed first: the first cycle reaches the 4 slow
+        // clusters only; the second the 6 others first; from then on every cluster is
+        // listed at least every other cycle.
         assert_eq!(listed_per_cycle[0], [&[true; 4][..], &[false; 6]].concat());
         assert!(
             listed_per_cycle[1][4..].iter().all(|&l| l),
@@ -565,6 +579,14 @@ mod tests {
         for id in &ids[4..] {
             assert!(!state.clusters[id].nodes_failed);
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn slow_tenants_cannot_keep_other_owners_clusters_unlisted() {
+        let (listed_per_cycle, _, _) = four_cycles_behind_slow_clusters("alice").await;
+        // The slow tenant holds one of the 2 slots while alice's wait: all 6 of hers are
+        // listed in every cycle, and the slow ones in the slots she leaves.
+        assert_eq!(listed_per_cycle, vec![vec![true; 10]; 4]);
     }
 
     #[tokio::test]

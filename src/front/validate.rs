@@ -12,6 +12,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::base::untrusted::{controls_escaped, escaped, shown};
 use crate::cloudstack::client::{Client, ClientOptions};
 use crate::cloudstack::http::{HttpTransport, read_ca_bundle};
 use crate::cloudstack::model::KubernetesCluster;
@@ -22,6 +23,10 @@ use crate::config::{Config, ConfigError, DEFAULT_COMMAND, parse_duration};
 use crate::engine::diagnose;
 use crate::remote::NodeLister;
 use crate::remote::ssh::{SshNodeLister, load_private_key, remote_command};
+
+/// The most characters of a cluster's name shown, escapes counted as written (CloudStack
+/// takes names of up to 255).
+const NAME_SHOWN: usize = 255;
 
 /// Grace periods shorter than this are warned about.
 pub const SHORT_GRACE: Duration = Duration::from_secs(5 * 60);
@@ -65,6 +70,9 @@ impl Finding {
     }
 }
 
+/// One line, with no control character whatever the finding quotes: tenant text is escaped
+/// where it is quoted (with its backslashes doubled, so that it cannot forge an escape), and
+/// this is the guard for any text that was not, without escaping twice what already was.
 impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let label = match self.severity {
@@ -72,9 +80,10 @@ impl fmt::Display for Finding {
             Severity::Warning => "warning",
             Severity::Ok => "ok",
         };
+        let message = controls_escaped(&self.message);
         match &self.key {
-            Some(key) => write!(f, "{label}: {key}: {}", self.message),
-            None => write!(f, "{label}: {}", self.message),
+            Some(key) => write!(f, "{label}: {}: {message}", controls_escaped(key)),
+            None => write!(f, "{label}: {message}"),
         }
     }
 }
@@ -534,7 +543,7 @@ async fn server_release(api: &Client, url: &str) -> Result<(Finding, Option<Rele
         ));
     }
     let release = Release::parse(&version);
-    let version = crate::base::untrusted::shown(&version, 64);
+    let version = shown(&version, 64);
     let Some(release) = release else {
         return Err(Finding::error(
             "cloudstack release",
@@ -579,9 +588,9 @@ async fn key_holder(api: &Client, api_key: &str) -> Result<Finding, Finding> {
                 "cloudstack key",
                 format!(
                     "held by user {} of account {}, role {} (type Admin)",
-                    crate::base::untrusted::shown(user.username.as_deref().unwrap_or(&user.id), 80),
-                    crate::base::untrusted::shown(user.account.as_deref().unwrap_or("?"), 80),
-                    crate::base::untrusted::shown(user.rolename.as_deref().unwrap_or("?"), 80),
+                    shown(user.username.as_deref().unwrap_or(&user.id), 80),
+                    shown(user.account.as_deref().unwrap_or("?"), 80),
+                    shown(user.rolename.as_deref().unwrap_or("?"), 80),
                 ),
             )),
         },
@@ -696,9 +705,14 @@ async fn ssh_login(
     };
     let target = crate::cks::ssh_target(cluster, network.as_ref(), &config.ssh.user)
         .map_err(|reason| Finding::warning("ssh", reason))?;
+    // The name is the tenant's; the user and host come from its VM's detail and its
+    // endpoint, checked but shown escaped all the same.
     let who = format!(
         "cluster {}, {}@{}:{}",
-        cluster.name, target.user, target.host, target.port
+        shown(&cluster.name, NAME_SHOWN),
+        escaped(&target.user),
+        escaped(&target.host),
+        target.port
     );
     match lister.list_nodes(&target).await {
         Ok(nodes) => Ok(Finding::new(
@@ -707,10 +721,11 @@ async fn ssh_login(
             format!("{who}: {}", listed(&nodes)),
         )),
         Err(e) => {
+            // The error quotes the control node's stderr, as the tenant's node wrote it.
             let d = diagnose::node_list(&e);
             Err(Finding::error(
                 &format!("ssh ({})", d.step),
-                format!("{who}: {}", d.line),
+                format!("{who}: {}", escaped(&d.line)),
             ))
         }
     }
@@ -735,8 +750,8 @@ fn login_cluster(clusters: &[KubernetesCluster]) -> Result<&KubernetesCluster, S
         }
         Some(c) => format!(
             "cluster {} ({}): {}; SSH was not tried",
-            c.name,
-            c.id,
+            shown(&c.name, NAME_SHOWN),
+            escaped(&c.id),
             crate::cks::NO_ENDPOINT
         ),
     })
@@ -759,7 +774,7 @@ pub fn cluster_rule_warnings(
         }
         let named: Vec<&KubernetesCluster> = clusters.iter().filter(|c| c.name == want).collect();
         let key = format!("ignore[{}].cluster", rule.number);
-        let want = crate::base::untrusted::shown(want, 80);
+        let want = shown(want, 80);
         match named.len() {
             0 => out.push(Finding::warning(
                 &key,

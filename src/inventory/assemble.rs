@@ -275,7 +275,7 @@ fn assembled(c: &ClusterRecord, verdict: Verdict) -> Assembled {
         name: info.name.clone(),
         zone_id: info.zone_id.clone(),
         owner: c.owner_name.clone(),
-        owner_id: info.owner.as_ref().map(crate::snapshot::Owner::key),
+        owner_id: c.owner_key(),
         mapped: c
             .map
             .iter()

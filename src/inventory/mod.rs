@@ -27,8 +27,10 @@ use crate::snapshot::{NodeView, PreviousMap, VanishedHow, VanishedVm};
 
 pub mod assemble;
 mod record;
+mod turns;
 
 pub use record::{ClusterRecord, Owners, VmId, VmRow};
+use turns::Turns;
 
 /// A cycle that could not run at all: a listing every cluster needs failed.
 #[derive(Debug, thiserror::Error)]
@@ -302,8 +304,8 @@ async fn list_clusters_and_nodes(
     Ok((clusters, checkable, nodes))
 }
 
-/// The checkable clusters in the order their nodes are listed (only the one asked for, if
-/// any).
+/// The checkable clusters in the order their nodes are listed within each owner (only the
+/// one asked for, if any); owners take turns (`turns`).
 fn listing_order(
     clusters: &[ClusterRecord],
     checkable: &[usize],
@@ -640,12 +642,15 @@ async fn list_nodes(
                 // Reading stops at the longest list the cluster could be compared with.
                 let vms = (c.info.expected_vms() as usize).max(c.map.len());
                 target.max_nodes = crate::remote::node_bound(vms);
-                targets.push(PlannedListing {
-                    index: i,
-                    target,
-                    name: c.info.name.as_str().into(),
-                    id: c.info.id.as_str().into(),
-                });
+                targets.push((
+                    c.owner_key(),
+                    PlannedListing {
+                        index: i,
+                        target,
+                        name: c.info.name.as_str().into(),
+                        id: c.info.id.as_str().into(),
+                    },
+                ));
             }
             Err(reason) => {
                 node_views.insert(i, (NodeView::Unknown { reason }, None));
@@ -656,7 +661,11 @@ async fn list_nodes(
     // never waits for the pages this task is parsing meanwhile. Held in a JoinSet: dropping
     // this future aborts it, and with it the listings still running.
     let mut driver = tokio::task::JoinSet::new();
-    driver.spawn(drive(targets, lister, settings.concurrency.max(1), deadline).in_current_span());
+    let total = targets.len();
+    let turns = Turns::new(targets);
+    driver.spawn(
+        drive(turns, total, lister, settings.concurrency.max(1), deadline).in_current_span(),
+    );
     match driver.join_next().await {
         Some(Ok(listed)) => node_views.extend(listed),
         Some(Err(e)) => warn!(error = %e, "the node listings failed"),
@@ -688,34 +697,40 @@ struct PlannedListing {
     id: Box<str>,
 }
 
-/// Runs the node listings of `targets` at most `concurrency` at a time, until all are done or
-/// `deadline`. Only the listings in flight are tasks, with their spans: the next starts as
-/// one ends. (All at once, waiting their turn, 10,000 clusters were 10,000 tasks, 4.6 MB, and
-/// 10,000 spans, which grow a logging subscriber's registry by 3 MB for good.)
+/// Runs the `total` node listings of `turns` at most `concurrency` at a time, in their turns,
+/// until all are done or `deadline`. Only the listings in flight are tasks, with their spans:
+/// the next starts as one ends. (All at once, waiting their turn, 10,000 clusters were 10,000
+/// tasks, 4.6 MB, and 10,000 spans, which grow a logging subscriber's registry by 3 MB for
+/// good.)
 async fn drive(
-    targets: Vec<PlannedListing>,
+    mut turns: Turns<PlannedListing>,
+    total: usize,
     lister: Arc<dyn NodeLister>,
     concurrency: usize,
     deadline: tokio::time::Instant,
 ) -> HashMap<usize, NodeListing> {
-    let total = targets.len();
-    let mut next = targets.into_iter();
     let mut listings = tokio::task::JoinSet::new();
+    // Whose listing each task is, to give its slot back to the turns when it ends (a task
+    // that panicked included).
+    let mut owners = HashMap::new();
     let mut node_views = HashMap::new();
     loop {
         while listings.len() < concurrency {
-            let Some(PlannedListing {
-                index: i,
-                target,
-                name,
-                id,
-            }) = next.next()
+            let Some((
+                owner,
+                PlannedListing {
+                    index: i,
+                    target,
+                    name,
+                    id,
+                },
+            )) = turns.next()
             else {
                 break;
             };
             let span = info_span!("cluster", cluster = %name, id = %id);
             let lister = lister.clone();
-            listings.spawn(
+            let task = listings.spawn(
                 async move {
                     match lister.list_nodes(&target).await {
                         // A list longer than the bound is dropped here, not held until the
@@ -744,13 +759,22 @@ async fn drive(
                 }
                 .instrument(span),
             );
+            owners.insert(task.id(), owner);
         }
-        match tokio::time::timeout_at(deadline, listings.join_next()).await {
+        match tokio::time::timeout_at(deadline, listings.join_next_with_id()).await {
             Ok(None) => break,
-            Ok(Some(Ok((i, view, failure)))) => {
+            Ok(Some(Ok((task, (i, view, failure))))) => {
+                if let Some(owner) = owners.remove(&task) {
+                    turns.finished(owner);
+                }
                 node_views.insert(i, (view, failure));
             }
-            Ok(Some(Err(e))) => warn!(error = %e, "a node listing task failed"),
+            Ok(Some(Err(e))) => {
+                if let Some(owner) = owners.remove(&e.id()) {
+                    turns.finished(owner);
+                }
+                warn!(error = %e, "a node listing task failed");
+            }
             Err(_) => {
                 // Dropping the set aborts the listings still running (their connections end
                 // with them); those not started are not.
@@ -763,7 +787,7 @@ async fn drive(
         }
     }
     // Those whose turn never came: not a failure of theirs, and first next cycle.
-    for rest in next {
+    for rest in turns.into_waiting() {
         let reason = "its turn did not come before the cycle's node-listing deadline; it is listed first next cycle".to_string();
         node_views.insert(
             rest.index,
@@ -899,6 +923,103 @@ mod tests {
                 },
             ]
         );
+    }
+
+    /// A lister whose listing of `host` takes `delays[host]`; it records when each started.
+    struct Timed {
+        delays: HashMap<String, std::time::Duration>,
+        started: std::sync::Mutex<Vec<(String, std::time::Duration)>>,
+        epoch: tokio::time::Instant,
+    }
+
+    impl NodeLister for Timed {
+        fn list_nodes<'a>(
+            &'a self,
+            target: &'a crate::remote::SshTarget,
+        ) -> crate::remote::NodeListFuture<'a> {
+            let since = self.epoch.elapsed();
+            self.started
+                .lock()
+                .unwrap()
+                .push((target.host.clone(), since));
+            let delay = self.delays[&target.host];
+            Box::pin(async move {
+                tokio::time::sleep(delay).await;
+                Ok(vec![])
+            })
+        }
+    }
+
+    /// A Running cluster of `account` (none: no owner) whose control node is `host`.
+    fn cluster_at(host: &str, account: Option<&str>) -> ClusterRecord {
+        let mut c = serde_json::json!({
+            "id": host, "name": host, "state": "Running", "controlnodes": 1, "size": 1,
+            "endpoint": format!("https://{host}:6443/"),
+        });
+        if let Some(account) = account {
+            c["account"] = account.into();
+            c["domainid"] = "d".into();
+        }
+        ClusterRecord::new(serde_json::from_value(c).unwrap())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_owners_slow_clusters_do_not_hold_back_anothers() {
+        // Six clusters of one tenant answering in 10 s, listed longest ago, then one of
+        // another tenant answering in 1 s; 2 listings at a time, 25 s for all.
+        let mut clusters: Vec<ClusterRecord> = (0..6)
+            .map(|n| cluster_at(&format!("10.0.0.{n}"), Some("slowpoke")))
+            .collect();
+        clusters.push(cluster_at("10.0.1.1", Some("alice")));
+        let second = |s: u64| std::time::Duration::from_secs(s);
+        let mut delays: HashMap<String, _> = clusters
+            .iter()
+            .map(|c| (c.info.id.clone(), second(10)))
+            .collect();
+        delays.insert("10.0.1.1".into(), second(1));
+        let lister = Arc::new(Timed {
+            delays,
+            started: Default::default(),
+            epoch: tokio::time::Instant::now(),
+        });
+        let settings = Listing {
+            concurrency: 2,
+            default_user: "cloud",
+            deadline: second(25),
+            only: None,
+        };
+        let order: Vec<usize> = (0..clusters.len()).collect();
+        let nodes = list_nodes(&clusters, &HashSet::new(), &order, lister.clone(), settings).await;
+        // alice's cluster takes the second slot at once; the slow tenant's take every slot
+        // free after it, in their own order, until the deadline.
+        let started = lister.started.lock().unwrap().clone();
+        let expected: Vec<(String, std::time::Duration)> = [
+            ("10.0.0.0", 0),
+            ("10.0.1.1", 0),
+            ("10.0.0.1", 1),
+            ("10.0.0.2", 10),
+            ("10.0.0.3", 11),
+            ("10.0.0.4", 20),
+            ("10.0.0.5", 21),
+        ]
+        .iter()
+        .map(|&(host, at)| (host.to_string(), second(at)))
+        .collect();
+        assert_eq!(started, expected);
+        let failures: Vec<Option<&str>> = (0..clusters.len()).map(|i| nodes[&i].1).collect();
+        assert_eq!(
+            failures,
+            [
+                None,
+                None,
+                None,
+                None,
+                Some("timeout"),
+                Some("timeout"),
+                None
+            ]
+        );
+        assert_eq!(nodes[&6].0, NodeView::Listed(vec![]));
     }
 
     #[test]

@@ -281,6 +281,12 @@ pub struct ClusterRecord {
 }
 
 impl ClusterRecord {
+    /// The key its owner's limits count it by: the alert cap (`owner_alert_cap`) and the
+    /// node listings' turns. `None` when the API names no owner.
+    pub fn owner_key(&self) -> Option<String> {
+        self.info.owner.as_ref().map(Owner::key)
+    }
+
     pub fn new(c: KubernetesCluster) -> ClusterRecord {
         let info = cluster_info(&c);
         let skip = skip_reason(&c);

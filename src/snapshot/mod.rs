@@ -183,6 +183,6 @@ pub struct PreviousMap {
     /// equally long ago, it waits for the others.
     pub nodes_failed: bool,
     /// When a listing of its nodes last ran (started, whatever its outcome); `None` when
-    /// never. Listings run oldest first, so that every cluster gets its turn.
+    /// never. Each owner's listings run oldest first, so that every cluster gets its turn.
     pub listed_at: Option<crate::base::time::Timestamp>,
 }

@@ -394,6 +394,57 @@ async fn bad_credentials_and_unreachable_api_exit_2() {
 }
 
 #[tokio::test]
+async fn one_tenants_slow_control_nodes_do_not_keep_anothers_cluster_unlisted() {
+    // Eight clusters of one tenant whose control node answers in 8 s, ahead of alice's in the
+    // API's order; 4 listings at a time, 13 s for all (half of a 20 s interval, at least
+    // connect_timeout + command_timeout).
+    let mut world = world_now();
+    let root = world.root_domain_id().to_string();
+    let slowpoke = world.add_account("slowpoke", &root);
+    let alice = world.add_account("alice", &root);
+    let slow: Vec<String> = (0..8)
+        .map(|n| world.add_cluster(&format!("slow{n}"), slowpoke.clone(), 1, 1, 0))
+        .collect();
+    let honest = world.add_cluster("honest", alice, 1, 1, 0);
+    let mut cloud = TestCloud::start(world).await;
+    cloud.control_node(&slow[0]).await;
+    cloud.control_node(&honest).await;
+    let wait = cloud.dir.path().join("slow.sh");
+    std::fs::write(&wait, "#!/bin/sh\nsleep 8\nexec \"$@\"\n").unwrap();
+    std::fs::set_permissions(&wait, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let node = cloud.node_mut(&slow[0]);
+    node.command = format!("{} {}", wait.display(), node.command);
+    // The tenant's other clusters have their endpoint on the same slow node.
+    let endpoint = format!("https://{}:6443/", node.ip);
+    cloud.sim().with_world(|w| {
+        for id in &slow[1..] {
+            w.cluster_mut(id).endpoint = endpoint.clone();
+            let first = w.cluster(id).unwrap().map[0].clone();
+            w.vm_mut(&first)
+                .details
+                .insert("controlNodeLoginUser".into(), "root".into());
+        }
+    });
+    cloud.check_extra = "interval = \"20s\"".into();
+    let (run, report) = cloud.check_json(&["--no-notify"]).await;
+    assert!(matches!(run.code, 1 | 3), "{run:?}");
+    // alice's cluster takes a slot at once and is compared in full; the tenant's take every
+    // other slot: four are listed (8 s each), and four more start as those end, to be cut
+    // off by the deadline.
+    let late = Some(s(
+        "nodes not listed: the node listing did not finish within the cycle's deadline of 13s",
+    ));
+    let mut expected: Vec<(String, String, Option<String>)> = (0..8)
+        .map(|n| match n {
+            0..4 => (format!("slow{n}"), s("checked"), None),
+            _ => (format!("slow{n}"), s("partial"), late.clone()),
+        })
+        .collect();
+    expected.push((s("honest"), s("checked"), None));
+    assert_eq!(clusters(&report), expected);
+}
+
+#[tokio::test]
 async fn tenant_text_cannot_forge_log_lines_or_rewrite_the_terminal() {
     let mut world = world_now();
     let owner = world.admin();

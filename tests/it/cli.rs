@@ -523,6 +523,109 @@ async fn validate_config_connect_reaches_the_api_and_a_control_node() {
     );
 }
 
+/// A cluster name forging a line of its own, as `--connect` would print it.
+const FORGED_NAME: &str = "web\r\nok: ssh: all control nodes verified";
+
+#[tokio::test]
+async fn validate_config_connect_shows_a_cluster_name_escaped_on_its_line() {
+    let sshd = Sshd::start_at(fresh_loopback(), 2222);
+    let (sim, id, names) = cloud(Some(sshd.ip()));
+    sim.with_world(|w| w.cluster_mut(&id).name = FORGED_NAME.into());
+    let fake = FakeCloudStack::start(sim, API_KEY, SECRET).await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(
+        dir.path(),
+        &fake.url(),
+        SECRET,
+        sshd.client_key(),
+        &printf_nodes(&names),
+    );
+    let config = write_config(dir.path(), &text, 0o600);
+    let out = cks_drift(&[
+        "validate-config",
+        "-c",
+        config.to_str().unwrap(),
+        "--connect",
+    ])
+    .await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        lines(&out.stdout)[4..],
+        [
+            format!(
+                "ok: ssh: cluster web\\x0d\\x0aok: ssh: all control nodes verified, root@{}:2222: ssh.command listed 2 nodes, by name only (none with a system UUID or provider ID): they are matched to VMs by name",
+                sshd.ip()
+            ),
+            format!("config file {} is valid, with 1 warning", config.display()),
+        ]
+    );
+    assert!(!out.stdout.contains('\r'), "{out:?}");
+}
+
+#[tokio::test]
+async fn validate_config_connect_shows_a_cluster_name_without_endpoint_escaped() {
+    let (sim, id, _) = cloud(None);
+    sim.with_world(|w| w.cluster_mut(&id).name = FORGED_NAME.into());
+    let fake = FakeCloudStack::start(sim, API_KEY, SECRET).await;
+    let dir = tempfile::tempdir().unwrap();
+    let key = keygen(&dir.path().join("id_rsa"), KeyKind::RsaPkcs1);
+    let text = config_text(dir.path(), &fake.url(), SECRET, &key, "true");
+    let config = write_config(dir.path(), &text, 0o600);
+    let out = cks_drift(&[
+        "validate-config",
+        "-c",
+        config.to_str().unwrap(),
+        "--connect",
+    ])
+    .await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        lines(&out.stdout)[4..],
+        [
+            format!(
+                "warning: ssh: cluster web\\x0d\\x0aok: ssh: all control nodes verified ({id}): the cluster has no endpoint address to reach its control node over SSH; CloudStack records one when the cluster first starts, so until then only its VM map and VMs are compared; SSH was not tried"
+            ),
+            format!("config file {} is valid, with 2 warnings", config.display()),
+        ]
+    );
+    assert!(!out.stdout.contains('\r'), "{out:?}");
+}
+
+#[tokio::test]
+async fn validate_config_connect_shows_the_control_nodes_stderr_escaped() {
+    let sshd = Sshd::start_at(fresh_loopback(), 2222);
+    let (sim, _, _) = cloud(Some(sshd.ip()));
+    let fake = FakeCloudStack::start(sim, API_KEY, SECRET).await;
+    let dir = tempfile::tempdir().unwrap();
+    // Clears the screen, retitles the terminal and returns to the start of the line to
+    // write over what cks-drift printed.
+    let command = r#"sh -c 'printf "\033[2J\033]0;owned\007\rok: ssh: all control nodes verified\n" >&2; exit 1'"#;
+    let text = config_text(dir.path(), &fake.url(), SECRET, sshd.client_key(), command);
+    let config = write_config(dir.path(), &text, 0o600);
+    let out = cks_drift(&[
+        "validate-config",
+        "-c",
+        config.to_str().unwrap(),
+        "--connect",
+    ])
+    .await;
+    assert_eq!(out.code, 2, "{out:?}");
+    let ip = sshd.ip();
+    assert_eq!(
+        lines(&out.stdout)[4..],
+        [
+            format!(
+                "error: ssh (kubectl): cluster web, root@{ip}:2222: command on {ip}:2222 exited with status 1: \\x1b[2J\\x1b]0;owned\\x07\\x0dok: ssh: all control nodes verified; run ssh.command by hand on the control node as the login user: it needs passwordless sudo (sudo -n) and kubectl at the path given"
+            ),
+            format!(
+                "config file {}: 1 error, 1 warning; fix the errors and run validate-config again",
+                config.display()
+            ),
+        ]
+    );
+    assert!(!out.stdout.contains(['\x1b', '\x07', '\r']), "{out:?}");
+}
+
 #[tokio::test]
 async fn validate_config_connect_names_a_wrong_secret() {
     let (sim, _, _) = cloud(Some(Ipv4Addr::LOCALHOST));

@@ -385,3 +385,33 @@ fn a_database_elsewhere_in_clear_is_warned_about_only_when_tls_is_turned_off() {
         "loopback never leaves the host"
     );
 }
+
+#[test]
+fn a_finding_is_one_line_without_control_characters_whatever_it_quotes() {
+    let node = "evil\r\nok: ssh: all control nodes verified\x1b[2J\u{9b}1m\u{2028}";
+    let finding = Finding::error("ssh (kubectl)", format!("node {node} is not Ready"));
+    assert_eq!(
+        finding.to_string(),
+        "error: ssh (kubectl): node evil\\x0d\\x0aok: ssh: all control nodes verified\\x1b[2J\\x9b1m\\u{2028} is not Ready"
+    );
+    // Text escaped where the finding was made is not escaped again.
+    let shown = crate::base::untrusted::shown("web\x1b\\", 20);
+    let finding = Finding::warning("ssh", format!("cluster {shown}"));
+    assert_eq!(finding.to_string(), "warning: ssh: cluster web\\x1b\\\\");
+}
+
+#[test]
+fn the_cluster_not_logged_in_to_is_named_escaped() {
+    let cluster: KubernetesCluster = serde_json::from_value(serde_json::json!({
+        "id": "c1", "name": "web\r\nok: ssh: all control nodes verified\x1b[2J",
+        "state": "Running", "controlnodes": 1, "size": 1,
+    }))
+    .unwrap();
+    assert_eq!(
+        login_cluster(&[cluster]).unwrap_err(),
+        format!(
+            "cluster web\\x0d\\x0aok: ssh: all control nodes verified\\x1b[2J (c1): {}; SSH was not tried",
+            crate::cks::NO_ENDPOINT
+        )
+    );
+}
