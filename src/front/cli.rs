@@ -93,8 +93,9 @@ pub enum Command {
     },
 }
 
-/// Runs the command line and returns the process exit code.
-pub async fn main(cli: Cli) -> i32 {
+/// Runs the command line and returns the process exit code. `passed` is the socket systemd
+/// passed, taken before the runtime's threads started; only `run` serves it.
+pub async fn main(cli: Cli, passed: crate::daemon::listen::Passed) -> i32 {
     match cli.command {
         Command::Check {
             config,
@@ -104,7 +105,7 @@ pub async fn main(cli: Cli) -> i32 {
         Command::Run { config } => {
             // The one shutdown token of the service; SIGTERM and SIGINT cancel it.
             let shutdown = tokio_util::sync::CancellationToken::new();
-            match crate::daemon::run(&config, shutdown).await {
+            match crate::daemon::run(&config, passed, shutdown).await {
                 Ok(()) => 0,
                 Err(e) => fail(error_chain(&e)),
             }
