@@ -776,11 +776,10 @@ async fn a_second_instance_stops_at_the_state_lock_before_binding() {
 }
 
 #[test]
-fn the_systemd_unit_passes_systemd_analyze_verify() {
-    let unit = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("config/cks-drift.service"),
-    )
-    .unwrap();
+fn the_systemd_units_pass_systemd_analyze_verify() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let unit = std::fs::read_to_string(root.join("config/cks-drift.service")).unwrap();
+    let socket = std::fs::read_to_string(root.join("config/cks-drift.socket")).unwrap();
     for line in [
         "Type=notify",
         "ExecStart=/usr/bin/cks-drift run -c /etc/cks-drift/cks-drift.toml",
@@ -795,19 +794,35 @@ fn the_systemd_unit_passes_systemd_analyze_verify() {
         "ProtectProc=invisible",
         "ProcSubset=pid",
         "RemoveIPC=yes",
+        "After=network-online.target cloudstack-management.service cks-drift.socket",
+        "Wants=network-online.target cks-drift.socket",
     ] {
         assert!(unit.lines().any(|l| l == line), "{line} missing");
     }
+    // The socket unit holds the address the config ships with, as one listening socket.
+    let shipped = std::fs::read_to_string(root.join("config/cks-drift.toml")).unwrap();
+    let listen = shipped
+        .lines()
+        .find_map(|l| l.strip_prefix("listen = \""))
+        .and_then(|l| l.strip_suffix('"'))
+        .expect("http.listen in config/cks-drift.toml");
+    for line in [
+        &format!("ListenStream={listen}"),
+        "Accept=no",
+        "WantedBy=sockets.target",
+    ] {
+        assert!(socket.lines().any(|l| l == line), "{line} missing");
+    }
     // verify checks that ExecStart is executable: point it at the built binary. It works
     // without a running systemd (it loads the unit files offline); it does not look up
-    // User= or Group=.
+    // User= or Group=. The socket unit is checked beside the service it starts.
     let dir = tempfile::tempdir().unwrap();
-    let verify = |text: &str| {
-        let path = dir.path().join("cks-drift.service");
-        std::fs::write(&path, text).unwrap();
+    std::fs::write(dir.path().join("cks-drift.socket"), &socket).unwrap();
+    let verify = |text: &str, unit: &str| {
+        std::fs::write(dir.path().join("cks-drift.service"), text).unwrap();
         let out = Command::new("systemd-analyze")
             .arg("verify")
-            .arg(&path)
+            .arg(dir.path().join(unit))
             .output()
             .expect("run systemd-analyze (Debian package systemd)");
         let said = format!(
@@ -821,13 +836,18 @@ fn the_systemd_unit_passes_systemd_analyze_verify() {
         "ExecStart=/usr/bin/cks-drift ",
         &format!("ExecStart={} ", binary().display()),
     );
-    let (ok, said) = verify(&local);
-    assert!(
-        ok && said.trim().is_empty(),
-        "systemd-analyze verify:\n{said}"
-    );
+    for checked in ["cks-drift.service", "cks-drift.socket"] {
+        let (ok, said) = verify(&local, checked);
+        assert!(
+            ok && said.trim().is_empty(),
+            "systemd-analyze verify {checked}:\n{said}"
+        );
+    }
     // The check does catch mistakes.
-    let (_, said) = verify(&local.replace("ProtectHome=yes", "ProtectHome=yes\nProtectAll=yes"));
+    let (_, said) = verify(
+        &local.replace("ProtectHome=yes", "ProtectHome=yes\nProtectAll=yes"),
+        "cks-drift.service",
+    );
     assert!(said.contains("Unknown key 'ProtectAll'"), "{said}");
 }
 
