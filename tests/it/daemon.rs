@@ -1052,3 +1052,48 @@ async fn a_passed_socket_that_is_not_tcp_leaves_http_listen() {
         "{log}"
     );
 }
+
+#[tokio::test]
+async fn validate_config_under_socket_activation_says_the_passed_socket_is_served() {
+    let (cloud, _) = one_cluster().await;
+    let port = free_port();
+    let (config, _) = daemon_config(&cloud, free_port(), "", None);
+    let child = tokio::process::Command::new("systemd-socket-activate")
+        .args([
+            "-l",
+            &format!("127.0.0.1:{port}"),
+            "--fdname=cks-drift.socket",
+        ])
+        .arg(binary())
+        .args(["validate-config", "-c"])
+        .arg(&config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run systemd-socket-activate (Debian package systemd)");
+    // It starts the command at the first connection.
+    let started = Instant::now();
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            started.elapsed() < SOON,
+            "systemd-socket-activate never listened"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let out = tokio::time::timeout(SOON, child.wait_with_output())
+        .await
+        .expect("validate-config within 20 s")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.lines().any(|l| l
+            == "ok: http.listen: not used: `run` serves the socket systemd passes (fd 3, \
+                cks-drift.socket) in its place"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
