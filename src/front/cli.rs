@@ -47,8 +47,8 @@ pub enum Command {
         #[arg(long)]
         no_notify: bool,
     },
-    /// Run as a service: a check every check.interval, /metrics and /healthz, reload on
-    /// SIGHUP, stop on SIGTERM or SIGINT.
+    /// Run as a service: a check every check.interval, /metrics and /healthz (on the socket
+    /// systemd passes, else on http.listen), reload on SIGHUP, stop on SIGTERM or SIGINT.
     Run {
         /// The config file.
         #[arg(short, long, default_value = "/etc/cks-drift/cks-drift.toml")]

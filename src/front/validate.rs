@@ -904,7 +904,8 @@ pub async fn run(path: &Path, connect_too: bool, out: &mut dyn Write) -> i32 {
 }
 
 /// Whether `run`, started as this command was, would serve a socket systemd passed in place
-/// of `http.listen` (under cks-drift.socket, e.g. `ExecStartPre=cks-drift validate-config`).
+/// of `http.listen` (handed a socket as cks-drift.socket hands one, by systemd-socket-activate
+/// say).
 /// Nothing when systemd passed this process none: `run` binds `http.listen`.
 pub fn passed_socket(passed: Result<Vec<PassedFd>, PassedError>) -> Option<Finding> {
     let refused = |e: &PassedError| {
