@@ -2,7 +2,8 @@
 //! CloudStack, real sshd and the real kubectl, watched through `/metrics`, `/healthz`, a
 //! notify socket standing in for systemd, the event log and the simulator's call log.
 //!
-//! These cover the wiring: signals, the notify socket, the endpoint, the state lock, and a
+//! These cover the wiring: signals, the notify socket, the endpoint (its port held by another
+//! listener, or passed by `systemd-socket-activate`), the state lock, the systemd units, and a
 //! real tick cancelled at the shutdown deadline. The scheduler's timing (spacing, overlap,
 //! late cycles, reloads between ticks, check.enabled, the watchdog) is tested in process
 //! under paused time, in `daemon::service::tests`.

@@ -1,3 +1,7 @@
+//! Which sockets systemd passed (pure), which endpoint wins, and binding `http.listen` again
+//! while another listener holds it: with real loopback sockets, and under paused time for the
+//! waits.
+
 use std::sync::Mutex;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
