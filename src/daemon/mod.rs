@@ -1,13 +1,15 @@
 //! `cks-drift run`: the long-running service, wired from its parts. This module loads the
 //! config, installs logging and the signal handlers (SIGHUP reads the config again,
-//! SIGTERM/SIGINT stop), locks the state, builds the engine, binds the HTTP endpoint and
-//! hands all of it to `service`, which runs one engine tick every `check.interval`.
+//! SIGTERM/SIGINT stop), locks the state, builds the engine, chooses where the HTTP endpoint
+//! listens and hands all of it to `service`, which runs one engine tick every
+//! `check.interval`.
 //!
 //! Scheduling, the endpoint's shared figures and systemd notifications live in `service`
-//! and `http`; what a tick does belongs to `engine`, the exposition to `metrics`. `logging`
+//! and `http`; the socket systemd passes and binding `http.listen` in `listen`; what a tick does belongs to `engine`, the exposition to `metrics`. `logging`
 //! installs the log output for `run` and for the one-shot commands alike.
 
 pub mod http;
+pub mod listen;
 pub mod logging;
 pub mod metrics;
 pub mod service;
@@ -29,6 +31,7 @@ use crate::database::lock::Lock;
 use crate::engine::{Engine, Store, Tick};
 use crate::state::file::StateError;
 use http::one_line;
+use listen::{Endpoint, Passed};
 use service::{Notifier, Parts};
 
 /// Why the daemon could not start (or had to stop).
@@ -40,12 +43,6 @@ pub enum DaemonError {
     State(#[from] StateError),
     #[error("cannot set up checking: {0}")]
     Engine(String),
-    #[error("cannot listen on {addr} (http.listen)")]
-    Listen {
-        addr: std::net::SocketAddr,
-        #[source]
-        source: std::io::Error,
-    },
     #[error("cannot handle signal {signal}")]
     Signal {
         signal: &'static str,
@@ -54,9 +51,14 @@ pub enum DaemonError {
     },
 }
 
-/// Runs the daemon until `shutdown` is cancelled (SIGTERM and SIGINT cancel it). Returns
-/// once the running cycle finished or was cancelled.
-pub async fn run(config_path: &Path, shutdown: CancellationToken) -> Result<(), DaemonError> {
+/// Runs the daemon until `shutdown` is cancelled (SIGTERM and SIGINT cancel it), serving the
+/// endpoint on the socket systemd `passed` or on `http.listen`. Returns once the running
+/// cycle finished or was cancelled.
+pub async fn run(
+    config_path: &Path,
+    passed: Passed,
+    shutdown: CancellationToken,
+) -> Result<(), DaemonError> {
     let config = Config::load(config_path)?;
     crate::daemon::logging::init(&config.log.level, config.log.format);
     let signals = Signals::install()?;
@@ -64,7 +66,8 @@ pub async fn run(config_path: &Path, shutdown: CancellationToken) -> Result<(), 
     let reloads = spawn_reload_on_hangup(signals.hup, config_path.to_path_buf(), shutdown.clone());
 
     // The state is locked before anything else: a second instance stops here, before it
-    // could take the port or talk to CloudStack.
+    // could take the port or talk to CloudStack. (A socket systemd passed is this instance's
+    // already.)
     let store = Store::open(&config)?;
     // With a database, one instance among several is active: the lock's keeper runs on its
     // own task, and every engine built (at start, after a reload or a failed tick) checks it.
@@ -81,19 +84,12 @@ pub async fn run(config_path: &Path, shutdown: CancellationToken) -> Result<(), 
         Ok(engine)
     };
     let engine = build(&config, Some(store)).map_err(DaemonError::Engine)?;
-    let listener = match config.http.listen {
-        None => None,
-        Some(addr) => Some(
-            tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|source| DaemonError::Listen { addr, source })?,
-        ),
-    };
+    let endpoint = Endpoint::choose(passed, config.http.listen);
     let parts = Parts {
         config,
         engine,
         build,
-        listener,
+        endpoint,
         reloads,
         notifier: Arc::new(Systemd),
         watchdog: sd_notify::watchdog_enabled(),

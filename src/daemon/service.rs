@@ -1,6 +1,6 @@
 //! The core of `cks-drift run`, handed built parts: it runs one tick at a time every
-//! `check.interval`, applies reloaded configs between ticks, serves the endpoint on a bound
-//! listener, tells systemd how it goes and keeps the shutdown deadline.
+//! `check.interval`, applies reloaded configs between ticks, starts the endpoint (`listen`),
+//! tells systemd how it goes and keeps the shutdown deadline.
 //!
 //! Loading the config, logging, signals and the state file's lock belong to `daemon::run`.
 //! All timing is tokio's (`tokio::time`), so tests drive the core with paused time.
@@ -10,14 +10,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use sd_notify::NotifyState;
-use tokio::net::TcpListener;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::task::{JoinError, JoinHandle};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
-use super::http::{self, Health, Shared};
+use super::http::{Health, Shared};
+use super::listen::{self, Endpoint};
 use super::{DISABLED_STATUS, DaemonError, failure_text, status_line};
 use crate::base::error_chain::error_chain;
 use crate::base::time::Timestamp;
@@ -74,8 +74,9 @@ pub struct Parts<E, B> {
     /// config, whose engine takes over the state at its first tick; with the state opened
     /// again after a tick task failed.
     pub build: B,
-    /// The endpoint's, already bound; `None` when `http.listen` is off.
-    pub listener: Option<TcpListener>,
+    /// Where the endpoint listens; `None` when `http.listen` is off and systemd passed no
+    /// socket.
+    pub endpoint: Option<Endpoint>,
     /// Each config read again (on SIGHUP), in order.
     pub reloads: UnboundedReceiver<Config>,
     pub notifier: Arc<dyn Notifier>,
@@ -99,7 +100,7 @@ where
         config,
         mut engine,
         build,
-        listener,
+        endpoint,
         reloads,
         notifier,
         watchdog,
@@ -130,18 +131,10 @@ where
         shared.metrics.follow_lock_holder(flag);
     }
 
-    let server = listener.map(|listener| {
-        if let Ok(bound) = listener.local_addr() {
-            info!(address = %bound, "serving /metrics and /healthz");
-        }
-        let shared = shared.clone();
-        let stop = shutdown.child_token();
-        tokio::spawn(async move {
-            if let Err(e) = http::serve(listener, shared, stop).await {
-                error!(error = %e, "the HTTP endpoint failed");
-            }
-        })
-    });
+    let server = match endpoint {
+        Some(endpoint) => listen::start(endpoint, shared.clone(), shutdown.child_token()).await,
+        None => None,
+    };
 
     let status = if config.check.enabled {
         "waiting for the first cycle"

@@ -47,8 +47,8 @@ pub enum Command {
         #[arg(long)]
         no_notify: bool,
     },
-    /// Run as a service: a check every check.interval, /metrics and /healthz, reload on
-    /// SIGHUP, stop on SIGTERM or SIGINT.
+    /// Run as a service: a check every check.interval, /metrics and /healthz (on the socket
+    /// systemd passes, else on http.listen), reload on SIGHUP, stop on SIGTERM or SIGINT.
     Run {
         /// The config file.
         #[arg(short, long, default_value = "/etc/cks-drift/cks-drift.toml")]
@@ -93,8 +93,9 @@ pub enum Command {
     },
 }
 
-/// Runs the command line and returns the process exit code.
-pub async fn main(cli: Cli) -> i32 {
+/// Runs the command line and returns the process exit code. `passed` is the socket systemd
+/// passed, taken before the runtime's threads started; only `run` serves it.
+pub async fn main(cli: Cli, passed: crate::daemon::listen::Passed) -> i32 {
     match cli.command {
         Command::Check {
             config,
@@ -104,7 +105,7 @@ pub async fn main(cli: Cli) -> i32 {
         Command::Run { config } => {
             // The one shutdown token of the service; SIGTERM and SIGINT cancel it.
             let shutdown = tokio_util::sync::CancellationToken::new();
-            match crate::daemon::run(&config, shutdown).await {
+            match crate::daemon::run(&config, passed, shutdown).await {
                 Ok(()) => 0,
                 Err(e) => fail(error_chain(&e)),
             }

@@ -20,6 +20,7 @@ use crate::cloudstack::release::Release;
 use crate::cloudstack::retry::RetryPolicy;
 use crate::config::secret_file;
 use crate::config::{Config, ConfigError, DEFAULT_COMMAND, parse_duration};
+use crate::daemon::listen::{PassedError, PassedFd, passed_fds};
 use crate::engine::diagnose;
 use crate::remote::NodeLister;
 use crate::remote::ssh::{SshNodeLister, load_private_key, remote_command};
@@ -857,6 +858,14 @@ pub fn lists_no_readiness(command: &str) -> bool {
 /// Runs `validate-config` and returns the exit code: 2 on any error, else 0.
 pub async fn run(path: &Path, connect_too: bool, out: &mut dyn Write) -> i32 {
     let (mut findings, config) = check_file(path);
+    let var = |name: &str| std::env::var(name).ok();
+    let passed = passed_fds(
+        std::process::id(),
+        var("LISTEN_PID").as_deref(),
+        var("LISTEN_FDS").as_deref(),
+        var("LISTEN_FDNAMES").as_deref(),
+    );
+    findings.extend(passed_socket(passed));
     let has_errors = |f: &[Finding]| f.iter().any(|f| f.severity == Severity::Error);
     let mut skipped = None;
     if connect_too {
@@ -906,6 +915,41 @@ pub async fn run(path: &Path, connect_too: bool, out: &mut dyn Write) -> i32 {
         crate::front::report::exit::CANNOT_RUN
     } else {
         crate::front::report::exit::MATCHES
+    }
+}
+
+/// Whether `run`, started as this command was, would serve a socket systemd passed in place
+/// of `http.listen` (handed a socket as cks-drift.socket hands one, by systemd-socket-activate
+/// say).
+/// Nothing when systemd passed this process none: `run` binds `http.listen`.
+pub fn passed_socket(passed: Result<Vec<PassedFd>, PassedError>) -> Option<Finding> {
+    let refused = |e: &PassedError| {
+        Finding::warning(
+            "http.listen",
+            format!("{e}; `run` would bind http.listen instead"),
+        )
+    };
+    match passed {
+        Ok(fds) => match fds.as_slice() {
+            [] => None,
+            [one] => Some(Finding::new(
+                Severity::Ok,
+                "http.listen",
+                format!(
+                    "not used: `run` serves the socket systemd passes (fd {}, {}) in its place",
+                    one.fd, one.name
+                ),
+            )),
+            several => Some(refused(&PassedError::Several {
+                count: several.len(),
+                names: several
+                    .iter()
+                    .map(|f| f.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })),
+        },
+        Err(e) => Some(refused(&e)),
     }
 }
 

@@ -2,7 +2,8 @@
 //! CloudStack, real sshd and the real kubectl, watched through `/metrics`, `/healthz`, a
 //! notify socket standing in for systemd, the event log and the simulator's call log.
 //!
-//! These cover the wiring: signals, the notify socket, the endpoint, the state lock, and a
+//! These cover the wiring: signals, the notify socket, the endpoint (its port held by another
+//! listener, or passed by `systemd-socket-activate`), the state lock, the systemd units, and a
 //! real tick cancelled at the shutdown deadline. The scheduler's timing (spacing, overlap,
 //! late cycles, reloads between ticks, check.enabled, the watchdog) is tested in process
 //! under paused time, in `daemon::service::tests`.
@@ -82,7 +83,7 @@ impl Daemon {
         port: u16,
         watchdog: Option<Duration>,
     ) -> Daemon {
-        let mut daemon = Daemon::spawn(dir, config, port, watchdog);
+        let mut daemon = Daemon::spawn(dir, config, port, watchdog, &[]);
         let started = Instant::now();
         while !daemon.notes().iter().any(|n| n.starts_with("READY=1\n")) {
             if let Some(status) = daemon.child.try_wait().unwrap() {
@@ -96,7 +97,15 @@ impl Daemon {
         daemon
     }
 
-    fn spawn(dir: &Path, config: &Path, port: u16, watchdog: Option<Duration>) -> Daemon {
+    /// Starts `cks-drift run -c config`, through `launcher` (a command and its arguments, to
+    /// which the binary and its arguments are added) when one is given.
+    fn spawn(
+        dir: &Path,
+        config: &Path,
+        port: u16,
+        watchdog: Option<Duration>,
+        launcher: &[String],
+    ) -> Daemon {
         let socket_path = dir.join("notify.sock");
         let _ = std::fs::remove_file(&socket_path);
         let socket = UnixDatagram::bind(&socket_path).expect("bind the notify socket");
@@ -110,7 +119,14 @@ impl Daemon {
             }
         });
         let stderr = dir.join("daemon.log");
-        let mut command = Command::new(binary());
+        let mut command = match launcher.split_first() {
+            None => Command::new(binary()),
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(binary());
+                command
+            }
+        };
         command
             .env_remove("WATCHDOG_USEC")
             .env_remove("WATCHDOG_PID");
@@ -761,11 +777,10 @@ async fn a_second_instance_stops_at_the_state_lock_before_binding() {
 }
 
 #[test]
-fn the_systemd_unit_passes_systemd_analyze_verify() {
-    let unit = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("config/cks-drift.service"),
-    )
-    .unwrap();
+fn the_systemd_units_pass_systemd_analyze_verify() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let unit = std::fs::read_to_string(root.join("config/cks-drift.service")).unwrap();
+    let socket = std::fs::read_to_string(root.join("config/cks-drift.socket")).unwrap();
     for line in [
         "Type=notify",
         "ExecStart=/usr/bin/cks-drift run -c /etc/cks-drift/cks-drift.toml",
@@ -780,19 +795,35 @@ fn the_systemd_unit_passes_systemd_analyze_verify() {
         "ProtectProc=invisible",
         "ProcSubset=pid",
         "RemoveIPC=yes",
+        "After=network-online.target cloudstack-management.service cks-drift.socket",
+        "Wants=network-online.target cks-drift.socket",
     ] {
         assert!(unit.lines().any(|l| l == line), "{line} missing");
     }
+    // The socket unit holds the address the config ships with, as one listening socket.
+    let shipped = std::fs::read_to_string(root.join("config/cks-drift.toml")).unwrap();
+    let listen = shipped
+        .lines()
+        .find_map(|l| l.strip_prefix("listen = \""))
+        .and_then(|l| l.strip_suffix('"'))
+        .expect("http.listen in config/cks-drift.toml");
+    for line in [
+        &format!("ListenStream={listen}"),
+        "Accept=no",
+        "WantedBy=sockets.target",
+    ] {
+        assert!(socket.lines().any(|l| l == line), "{line} missing");
+    }
     // verify checks that ExecStart is executable: point it at the built binary. It works
     // without a running systemd (it loads the unit files offline); it does not look up
-    // User= or Group=.
+    // User= or Group=. The socket unit is checked beside the service it starts.
     let dir = tempfile::tempdir().unwrap();
-    let verify = |text: &str| {
-        let path = dir.path().join("cks-drift.service");
-        std::fs::write(&path, text).unwrap();
+    std::fs::write(dir.path().join("cks-drift.socket"), &socket).unwrap();
+    let verify = |text: &str, unit: &str| {
+        std::fs::write(dir.path().join("cks-drift.service"), text).unwrap();
         let out = Command::new("systemd-analyze")
             .arg("verify")
-            .arg(&path)
+            .arg(dir.path().join(unit))
             .output()
             .expect("run systemd-analyze (Debian package systemd)");
         let said = format!(
@@ -806,13 +837,18 @@ fn the_systemd_unit_passes_systemd_analyze_verify() {
         "ExecStart=/usr/bin/cks-drift ",
         &format!("ExecStart={} ", binary().display()),
     );
-    let (ok, said) = verify(&local);
-    assert!(
-        ok && said.trim().is_empty(),
-        "systemd-analyze verify:\n{said}"
-    );
+    for checked in ["cks-drift.service", "cks-drift.socket"] {
+        let (ok, said) = verify(&local, checked);
+        assert!(
+            ok && said.trim().is_empty(),
+            "systemd-analyze verify {checked}:\n{said}"
+        );
+    }
     // The check does catch mistakes.
-    let (_, said) = verify(&local.replace("ProtectHome=yes", "ProtectHome=yes\nProtectAll=yes"));
+    let (_, said) = verify(
+        &local.replace("ProtectHome=yes", "ProtectHome=yes\nProtectAll=yes"),
+        "cks-drift.service",
+    );
     assert!(said.contains("Unknown key 'ProtectAll'"), "{said}");
 }
 
@@ -862,4 +898,203 @@ async fn half_sent_requests_cannot_hold_the_endpoint() {
     }
     let (status, _, _) = daemon.get("/healthz").await;
     assert!(status == 200 || status == 503, "{status}");
+}
+
+/// `GET path` at 127.0.0.1:`port`: the status and body, or `None` when nothing answers HTTP
+/// within 2 s (nothing listens, or a listener that is not cks-drift takes the connection and
+/// says nothing).
+async fn try_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let response = http
+        .get(format!("http://127.0.0.1:{port}{path}"))
+        .send()
+        .await
+        .ok()?;
+    let status = response.status().as_u16();
+    Some((status, response.text().await.ok()?))
+}
+
+#[tokio::test]
+async fn a_port_held_by_another_listener_stops_no_cycle_and_is_served_once_freed() {
+    let (cloud, id) = one_cluster().await;
+    let port = free_port();
+    let (config, _) = daemon_config(&cloud, port, "interval = \"1s\"", None);
+    // Another user's listener holds the endpoint's address before the service starts.
+    let squatter = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let mut daemon = Daemon::start(cloud.dir.path(), &config, port).await;
+    let worker = cloud
+        .sim()
+        .with_world(|w| w.cluster(&id).unwrap().map[2].clone());
+    cloud
+        .sim()
+        .with_world(|w| assert!(w.remove_map_row(&id, &worker)));
+    daemon
+        .wait_until("the alert while the port is held", || async {
+            cloud.sim().call_count("generateAlert") >= 1
+        })
+        .await;
+    assert_eq!(try_get(port, "/healthz").await, None);
+    let log = daemon.log();
+    assert!(
+        log.lines().any(|l| l.contains(
+            "ERROR cks_drift::daemon::listen: cannot listen on http.listen; checking goes on without /metrics and /healthz \
+             and the address is tried again, every 10 s at most: free the port, set http.listen \
+             to another one, or run cks-drift from cks-drift.socket so that systemd holds the \
+             port from boot"
+        ) && l.contains(&format!("address=127.0.0.1:{port}"))
+            && l.contains("Address already in use")),
+        "{log}"
+    );
+
+    // The squatter goes: the same process serves the endpoint, with what it found meanwhile.
+    drop(squatter);
+    daemon
+        .wait_until("the endpoint after the port was freed", || async {
+            try_get(port, "/healthz")
+                .await
+                .is_some_and(|(s, _)| s == 200)
+        })
+        .await;
+    let text = daemon.metrics().await;
+    promtool(&text);
+    for line in [
+        "cks_drift_open_mismatches{kind=\"unmapped_vm\"} 1",
+        "cks_drift_api_requests_total{command=\"generateAlert\",outcome=\"ok\"} 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
+    }
+    assert!(daemon.child.try_wait().unwrap().is_none());
+    assert!(daemon.log().contains("http.listen is bound at last"));
+    daemon.signal("TERM");
+    assert_eq!(daemon.exit().await.code(), Some(0), "{}", daemon.log());
+}
+
+/// `systemd-socket-activate` (Debian package systemd) listening on `port` with `options`,
+/// passing the notify socket `Daemon::spawn` makes in `dir`.
+fn socket_activate(dir: &Path, port: u16, options: &[&str]) -> Vec<String> {
+    let mut launcher = vec![
+        "systemd-socket-activate".to_string(),
+        "-l".to_string(),
+        format!("127.0.0.1:{port}"),
+        "-E".to_string(),
+        format!("NOTIFY_SOCKET={}", dir.join("notify.sock").display()),
+    ];
+    launcher.extend(options.iter().map(|o| o.to_string()));
+    launcher
+}
+
+#[tokio::test]
+async fn the_endpoint_is_served_on_the_socket_systemd_passes() {
+    let (cloud, _) = one_cluster().await;
+    let port = free_port();
+    let configured = free_port();
+    let (config, _) = daemon_config(&cloud, configured, "interval = \"1s\"", None);
+    let dir = cloud.dir.path();
+    let launcher = socket_activate(dir, port, &["--fdname=cks-drift.socket"]);
+    let mut daemon = Daemon::spawn(dir, &config, port, None, &launcher);
+    // systemd-socket-activate starts cks-drift at the first connection, which cks-drift then
+    // answers on the socket it was passed.
+    daemon
+        .wait_until("/healthz through the passed socket", || async {
+            try_get(port, "/healthz")
+                .await
+                .is_some_and(|(s, _)| s == 200)
+        })
+        .await;
+    daemon
+        .wait_until("a cycle", || async { daemon.ok_cycles().await >= 1.0 })
+        .await;
+    promtool(&daemon.metrics().await);
+    assert!(daemon.notes().iter().any(|n| n.starts_with("READY=1\n")));
+    // http.listen is not bound: the passed socket took its place.
+    assert_eq!(try_get(configured, "/healthz").await, None);
+    let log = daemon.log();
+    assert!(
+        log.contains(&format!(
+            "the endpoint is served on the socket systemd passed; http.listen is not used \
+             address=127.0.0.1:{port} http_listen=127.0.0.1:{configured}\n"
+        )),
+        "{log}"
+    );
+    daemon.signal("TERM");
+    assert_eq!(daemon.exit().await.code(), Some(0), "{log}");
+}
+
+#[tokio::test]
+async fn a_passed_socket_that_is_not_tcp_leaves_http_listen() {
+    let (cloud, _) = one_cluster().await;
+    let port = free_port();
+    let configured = free_port();
+    let (config, _) = daemon_config(&cloud, configured, "interval = \"1h\"", None);
+    let dir = cloud.dir.path();
+    let launcher = socket_activate(dir, port, &["--datagram"]);
+    let daemon = Daemon::spawn(dir, &config, configured, None, &launcher);
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    daemon
+        .wait_until("/healthz on http.listen", || async {
+            // A datagram starts cks-drift; it is not read.
+            let _ = udp.send_to(b"x", ("127.0.0.1", port));
+            try_get(configured, "/healthz")
+                .await
+                .is_some_and(|(s, _)| s == 200)
+        })
+        .await;
+    let log = daemon.log();
+    assert!(
+        log.contains(
+            "ERROR cks_drift::daemon::listen: the socket systemd passed is not served; http.listen is used instead \
+             error=the socket systemd passed (fd 3, unknown) is not a TCP stream socket: \
+             ListenStream= in cks-drift.socket must be an address:port, e.g. 127.0.0.1:9712: \
+             fd 3 is not a valid tcp socket\n"
+        ),
+        "{log}"
+    );
+}
+
+#[tokio::test]
+async fn validate_config_under_socket_activation_says_the_passed_socket_is_served() {
+    let (cloud, _) = one_cluster().await;
+    let port = free_port();
+    let (config, _) = daemon_config(&cloud, free_port(), "", None);
+    let child = tokio::process::Command::new("systemd-socket-activate")
+        .args([
+            "-l",
+            &format!("127.0.0.1:{port}"),
+            "--fdname=cks-drift.socket",
+        ])
+        .arg(binary())
+        .args(["validate-config", "-c"])
+        .arg(&config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run systemd-socket-activate (Debian package systemd)");
+    // It starts the command at the first connection.
+    let started = Instant::now();
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            started.elapsed() < SOON,
+            "systemd-socket-activate never listened"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let out = tokio::time::timeout(SOON, child.wait_with_output())
+        .await
+        .expect("validate-config within 20 s")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.lines().any(|l| l
+            == "ok: http.listen: not used: `run` serves the socket systemd passes (fd 3, \
+                cks-drift.socket) in its place"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

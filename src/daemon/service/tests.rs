@@ -320,7 +320,7 @@ impl Harness {
             config,
             engine,
             build,
-            listener: None,
+            endpoint: None,
             reloads: received,
             notifier: Arc::new(Recorder(record.clone())),
             watchdog,

@@ -415,3 +415,34 @@ fn the_cluster_not_logged_in_to_is_named_escaped() {
         )
     );
 }
+
+#[test]
+fn says_when_run_would_serve_the_socket_systemd_passes_instead_of_http_listen() {
+    let said = |pid: Option<&str>, fds: Option<&str>, names: Option<&str>| {
+        passed_socket(passed_fds(42, pid, fds, names)).map(|f| f.to_string())
+    };
+    // Started by hand: nothing passed, http.listen is bound.
+    assert_eq!(said(None, None, None), None);
+    assert_eq!(said(Some("7"), Some("1"), None), None);
+    assert_eq!(
+        said(Some("42"), Some("1"), Some("cks-drift.socket")).as_deref(),
+        Some(
+            "ok: http.listen: not used: `run` serves the socket systemd passes (fd 3, \
+             cks-drift.socket) in its place"
+        )
+    );
+    assert_eq!(
+        said(Some("42"), Some("2"), Some("a:b")).as_deref(),
+        Some(
+            "warning: http.listen: systemd passed 2 sockets (a, b); cks-drift serves one: give \
+             cks-drift.socket a single ListenStream=; `run` would bind http.listen instead"
+        )
+    );
+    assert_eq!(
+        said(Some("42"), Some("x"), None).as_deref(),
+        Some(
+            "warning: http.listen: LISTEN_FDS=\"x\" is not what systemd sets (sd_listen_fds(3)); \
+             `run` would bind http.listen instead"
+        )
+    );
+}
