@@ -177,7 +177,7 @@ pub(super) fn cut(text: &str) -> String {
 
 /// The start of a body, whitespace folded, at most [`SNIPPET_CHARS`] characters. Only that
 /// start is read: a body may be 64 MiB.
-pub(super) fn snippet(body: &str) -> String {
+fn snippet(body: &str) -> String {
     let mut folded: String = body
         .split_whitespace()
         .flat_map(|word| std::iter::once(' ').chain(word.chars()))
