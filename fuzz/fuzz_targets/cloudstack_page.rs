@@ -8,8 +8,9 @@
 //! What must hold: a page is read from an HTTP 200 answer only, and only when the body is
 //! JSON whose `<command>response` is an object; it is the page the JSON says (its `count`,
 //! its rows, none dropped but by the filter), whichever reader took it; every valid page is
-//! read; HTTP 401 is always the credentials error; an error's message is bounded whatever the
-//! body's size.
+//! read (of an answer up to 256 KiB, the most the general reader reads into a tree: a larger
+//! one the streaming reader refuses is refused, which inputs this short never reach); HTTP 401
+//! is always the credentials error; an error's message is bounded whatever the body's size.
 #![no_main]
 
 use cks_drift::cloudstack::error::ApiError;

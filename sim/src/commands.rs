@@ -328,6 +328,11 @@ fn list_networks(w: &World, s: &Settings, p: &Params) -> Result<String, ApiError
     Ok(list_body(&p.command, "network", count, &rendered))
 }
 
+/// `listAlerts`: `ListAlertsCmd` (api/.../command/admin/resource) declares `id`, `type` and,
+/// since 4.3 (so on every supported release), `name`, both plain STRINGs; and
+/// `ManagementServerImpl.searchForAlerts` ANDs them: `id`, `type` and `name` as EQ (MySQL's
+/// case-insensitive collation), `keyword` as LIKE `%kw%` on the subject, un-archived rows
+/// only, newest `lastSent` first.
 fn list_alerts(w: &World, s: &Settings, p: &Params) -> Result<String, ApiError> {
     let page = paging(p, s.max_page_size)?;
     let id = p.uuid("id", |v| w.alerts.iter().any(|a| a.id == v))?;

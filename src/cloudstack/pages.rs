@@ -12,7 +12,7 @@ use serde::de::{DeserializeOwned, DeserializeSeed};
 use serde_json::Value;
 
 use super::error::ApiError;
-use super::response::{as_u64, cut, read_response, response_key};
+use super::response::{TREE_BYTES, as_u64, cut, read_response, response_key};
 use super::transport::RawResponse;
 
 /// Pages read from one list command at most when the server sends no `count`: a server that
@@ -119,10 +119,22 @@ where
     T: DeserializeOwned,
     K: Fn(T) -> Option<U>,
 {
-    if raw.status == 200
-        && let Some(rows) = parse_page(&raw.body, &response_key(command), item_key, keep)
-    {
-        return Ok(rows);
+    if raw.status == 200 {
+        match parse_page(&raw.body, &response_key(command), item_key, keep) {
+            Ok(Some(rows)) => return Ok(rows),
+            // Too large for the general reader's tree: where the streamed reading stopped
+            // says what is wrong, and nothing more of the answer is held.
+            Err(e) if raw.body.len() > TREE_BYTES => {
+                return Err(ApiError::Decode {
+                    command: command.to_string(),
+                    detail: cut(&format!(
+                        "page {page} (an answer of {} bytes) is not a list of `{item_key}`: {e}",
+                        raw.body.len()
+                    )),
+                });
+            }
+            _ => {}
+        }
     }
     // Not a plain page: the general reader tells what it is (an error answer, or what is
     // wrong with the page).
@@ -173,23 +185,24 @@ fn page_from_value<T: DeserializeOwned, U>(
 }
 
 /// Reads a list page straight from the body into rows, without building the JSON tree:
-/// `{"<response_key>": {"count": N, "<item_key>": [...]}}`, other keys skipped. `None` for
-/// anything else; [`page_from_value`] then says what is wrong.
+/// `{"<response_key>": {"count": N, "<item_key>": [...]}}`, other keys skipped. `None` for a
+/// JSON object without `<response_key>`, an error where the body stops being a page;
+/// [`page_from_value`] says more of what is wrong with an answer small enough.
 fn parse_page<T: DeserializeOwned, U>(
     body: &str,
     response_key: &str,
     item_key: &str,
     keep: &dyn Fn(T) -> Option<U>,
-) -> Option<ListPage<U>> {
+) -> Result<Option<ListPage<U>>, serde_json::Error> {
     let mut de = serde_json::Deserializer::from_str(body);
     let seed = page_seed::Envelope {
         response_key,
         item_key,
         keep,
     };
-    let page = seed.deserialize(&mut de).ok()??;
-    de.end().ok()?;
-    Some(page)
+    let page = seed.deserialize(&mut de)?;
+    de.end()?;
+    Ok(page)
 }
 
 /// The serde visitors behind [`parse_page`].
@@ -468,7 +481,9 @@ mod tests {
         })
         .to_string();
         let keep = |row: Row| (row.id != "z2").then_some(row);
-        let page = parse_page(&body, "listzonesresponse", "zone", &keep).unwrap();
+        let page = parse_page(&body, "listzonesresponse", "zone", &keep)
+            .unwrap()
+            .unwrap();
         assert_eq!(page.count, Some(3));
         assert_eq!(page.read, 3);
         assert_eq!(
@@ -481,6 +496,7 @@ mod tests {
             "zone",
             &Some,
         )
+        .unwrap()
         .unwrap();
         assert_eq!((empty.count, empty.read, empty.rows.len()), (None, 0, 0));
     }
@@ -559,6 +575,64 @@ mod tests {
         );
     }
 
+    /// A page of rows that are no rows, larger than the general reader reads into a tree: a
+    /// tree of 60 MiB of `0,` took 1 GiB to say which row was wrong. Explained from where the
+    /// streamed reading stopped instead, which holds nothing more than the answer.
+    #[test]
+    fn an_oversized_answer_that_is_no_page_is_explained_where_its_reading_stopped() {
+        let head = r#"{"listzonesresponse":{"count":1,"zone":["#;
+        let body = format!("{head}{}0]}}}}", "0,".repeat(TREE_BYTES));
+        let raw = RawResponse { status: 200, body };
+        let err = read_page::<Row, Row, _>("listZones", "e", "zone", 1, 500, &raw, &Some)
+            .err()
+            .unwrap();
+        let expected = format!(
+            "page 1 (an answer of {} bytes) is not a list of `zone`: invalid type: integer `0`, expected struct Row at line 1 column {}",
+            raw.body.len(),
+            head.len() + 1
+        );
+        assert!(
+            matches!(&err, ApiError::Decode { command, detail } if command == "listZones" && *detail == expected),
+            "{err:?}"
+        );
+        // Not a page at all, and no object: the same.
+        let raw = RawResponse {
+            status: 200,
+            body: "0,".repeat(TREE_BYTES),
+        };
+        let err = read_page::<Row, Row, _>("listZones", "e", "zone", 1, 500, &raw, &Some)
+            .err()
+            .unwrap();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "cannot read the answer to cloudstack command listZones: page 1 (an answer of {} bytes) is not a list of `zone`: invalid type: integer `0`, expected a CloudStack answer at line 1 column 1",
+                raw.body.len()
+            )
+        );
+    }
+
+    /// Valid JSON without the response, too large for a tree: its start is quoted.
+    #[test]
+    fn an_oversized_answer_without_the_response_is_quoted_from_its_start() {
+        let raw = RawResponse {
+            status: 200,
+            body: format!(r#"{{"other": [{}0]}}"#, "0, ".repeat(TREE_BYTES)),
+        };
+        let err = read_page::<Row, Row, _>("listZones", "e", "zone", 1, 500, &raw, &Some)
+            .err()
+            .unwrap();
+        let start: String = raw.body.chars().take(200).collect();
+        let expected = format!(
+            "an answer of {} bytes, more than the 262144 bytes read whole: {start}…",
+            raw.body.len(),
+        );
+        assert!(
+            matches!(&err, ApiError::Decode { detail, .. } if *detail == expected),
+            "{err:?}"
+        );
+    }
+
     #[test]
     fn anything_but_a_plain_page_is_left_to_the_general_reader() {
         for body in [
@@ -570,7 +644,7 @@ mod tests {
             "<html>",
         ] {
             let page = parse_page::<Row, Row>(body, "listzonesresponse", "zone", &Some);
-            assert!(page.is_none(), "{body}");
+            assert!(!matches!(page, Ok(Some(_))), "{body}");
         }
         let raw = RawResponse {
             status: 200,

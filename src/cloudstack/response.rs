@@ -16,6 +16,14 @@ const SNIPPET_CHARS: usize = 200;
 /// trace, a whole page) is cut, as an answer may be megabytes.
 pub(super) const TEXT_CHARS: usize = 1_000;
 
+/// Largest answer read whole into a JSON tree: an answer that is not a list page (an error,
+/// a job's status, a page that does not read as one, to say what is wrong with it). A tree
+/// takes up to 16 times its text (`[0,0,…]`: 2 bytes a value of 32), so an answer of the
+/// 64 MiB the transport allows would take a gigabyte. CloudStack's own such answers are a
+/// few KiB; a larger one is explained from its start, or, for a page, from where its
+/// streamed reading stopped (see `pages`).
+pub(super) const TREE_BYTES: usize = 256 * 1024;
+
 /// Reads one HTTP answer to `command`: the object under `<command lowercased>response` on
 /// HTTP 200, otherwise the matching [`ApiError`]. `page_size` is the one the request asked
 /// for, to explain a rejected page size.
@@ -26,11 +34,18 @@ pub fn read_response(
     raw: &RawResponse,
 ) -> Result<Value, ApiError> {
     let key = response_key(command);
-    let parsed = serde_json::from_str::<Value>(&raw.body);
+    let parsed = if raw.body.len() <= TREE_BYTES {
+        serde_json::from_str::<Value>(&raw.body).map_err(|e| format!("not JSON ({e})"))
+    } else {
+        Err(format!(
+            "an answer of {} bytes, more than the {TREE_BYTES} bytes read whole",
+            raw.body.len()
+        ))
+    };
     if raw.status == 200 {
         let mut body = parsed.map_err(|e| ApiError::Decode {
             command: command.to_string(),
-            detail: format!("not JSON ({e}): {}", snippet(&raw.body)),
+            detail: format!("{e}: {}", snippet(&raw.body)),
         })?;
         return match body.get_mut(&key).map(Value::take) {
             Some(object) => Ok(object),
@@ -160,18 +175,23 @@ pub(super) fn cut(text: &str) -> String {
     }
 }
 
-/// The start of a body, whitespace folded, at most [`SNIPPET_CHARS`] characters.
+/// The start of a body, whitespace folded, at most [`SNIPPET_CHARS`] characters. Only that
+/// start is read: a body may be 64 MiB.
 fn snippet(body: &str) -> String {
-    let folded = body.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut folded: String = body
+        .split_whitespace()
+        .flat_map(|word| std::iter::once(' ').chain(word.chars()))
+        .skip(1)
+        .take(SNIPPET_CHARS + 1)
+        .collect();
     if folded.is_empty() {
         return "(empty body)".to_string();
     }
-    if folded.chars().count() <= SNIPPET_CHARS {
-        return folded;
+    if let Some((end, _)) = folded.char_indices().nth(SNIPPET_CHARS) {
+        folded.truncate(end);
+        folded.push('…');
     }
-    let mut cut: String = folded.chars().take(SNIPPET_CHARS).collect();
-    cut.push('…');
-    cut
+    folded
 }
 
 #[cfg(test)]
@@ -312,6 +332,37 @@ mod tests {
             matches!(&err, ApiError::Decode { detail, .. } if detail.starts_with("no `listzonesresponse` in")),
             "{err:?}"
         );
+    }
+
+    /// An error answer larger than a tree is read for is no CloudStack error: its start is
+    /// quoted, and none of it is read into a tree (one of 60 MiB of `0,` took 1 GiB).
+    #[test]
+    fn an_oversized_error_answer_is_quoted_from_its_start() {
+        let body = format!(
+            r#"{{"listzonesresponse":{{"errorcode":530,"errortext":"down","rows":[{}0]}}}}"#,
+            "0,".repeat(TREE_BYTES)
+        );
+        let start: String = body.chars().take(SNIPPET_CHARS).collect();
+        assert!(matches!(
+            read("listZones", 530, &body),
+            ApiError::Http { status: 530, snippet, .. } if snippet == format!("{start}…")
+        ));
+        // Below the bound, the same answer is CloudStack's error.
+        let small = r#"{"listzonesresponse":{"errorcode":530,"errortext":"down","rows":[0,0]}}"#;
+        assert!(matches!(
+            read("listZones", 530, small),
+            ApiError::CloudStack { code: 530, text, .. } if text == "down"
+        ));
+    }
+
+    #[test]
+    fn a_snippet_folds_whitespace_and_stops_at_its_bound() {
+        let words = format!("a\n\t b  {}", "c ".repeat(10_000_000));
+        let folded = snippet(&words);
+        assert_eq!(folded, format!("a b {}…", "c ".repeat(98)));
+        assert_eq!(folded.chars().count(), SNIPPET_CHARS + 1);
+        assert_eq!(snippet(" \n "), "(empty body)");
+        assert_eq!(snippet(" x  y "), "x y");
     }
 
     #[test]

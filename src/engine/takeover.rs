@@ -24,7 +24,7 @@ use crate::cloudstack::error::ApiError;
 use crate::cloudstack::model::{Alert, Annotation};
 use crate::diff::wording::{marked_key, marker_parts};
 use crate::diff::{FindingKey, Mismatch, MismatchKind, Subject, VmRef};
-use crate::notify::alerts::ALERT_NAME;
+use crate::notify::alerts::{ALERT_NAME, is_ours};
 use crate::state::{AlertRecord, Reported, STORM_SCOPE, State, Storm, record_key, side_key};
 
 /// What was read back.
@@ -210,8 +210,10 @@ pub async fn recover(
 
 /// This daemon's un-archived alerts, and its annotations on Kubernetes clusters.
 async fn read_ours(api: &Client) -> Result<(Vec<Alert>, Vec<Annotation>), ApiError> {
+    // Only alerts with cks-drift's name: the marker ending a description can be a tenant's
+    // text (see `alerts::is_ours`).
     let alerts: Vec<Alert> = api
-        .list("listAlerts", "alert", &[("name", ALERT_NAME)])
+        .list_where("listAlerts", "alert", &[("name", ALERT_NAME)], is_ours)
         .await?;
     // Only what cks-drift wrote: the key's user's own admin-only annotations. A tenant's
     // annotation that ends with a forged marker must not make its drift count as reported.

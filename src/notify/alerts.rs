@@ -57,7 +57,11 @@ impl AlertDesk {
         };
         // Stored by an earlier delivery that was cut short?
         let found: Vec<Alert> = api
-            .list("listAlerts", "alert", &[("keyword", tag.as_str())])
+            .list(
+                "listAlerts",
+                "alert",
+                &[("name", ALERT_NAME), ("keyword", tag.as_str())],
+            )
             .await?;
         if let Some(a) = found.iter().find(|a| has_tag(a, &tag)) {
             return Ok(record(a));
@@ -94,7 +98,11 @@ impl AlertDesk {
             }
             api.request_async("generateAlert", &params).await?;
             let stored: Vec<Alert> = api
-                .list("listAlerts", "alert", &[("type", type_text.as_str())])
+                .list(
+                    "listAlerts",
+                    "alert",
+                    &[("name", ALERT_NAME), ("type", type_text.as_str())],
+                )
                 .await?;
             if let Some(a) = stored.iter().find(|a| has_tag(a, &tag)) {
                 return Ok(record(a));
@@ -111,8 +119,18 @@ impl AlertDesk {
     }
 }
 
+/// Whether `a` is cks-drift's alert for the finding `tag` marks. The name is checked as well
+/// as the marker: an alert's description can end in text a tenant chose (a built-in alert
+/// quotes a VM's or a cluster's name), so a marker alone proves nothing, while the name is
+/// set by whoever calls `generateAlert`, which only a root admin may.
 fn has_tag(a: &Alert, tag: &str) -> bool {
-    a.description.as_deref().is_some_and(|d| d.ends_with(tag))
+    is_ours(a) && a.description.as_deref().is_some_and(|d| d.ends_with(tag))
+}
+
+/// Whether `a` carries the name cks-drift gives its alerts, exactly as it wrote it
+/// (`listAlerts name=` compares without regard to case, as MySQL does).
+pub fn is_ours(a: &Alert) -> bool {
+    a.name.as_deref() == Some(ALERT_NAME)
 }
 
 /// Archives one alert this daemon recorded. An alert an operator archived or deleted
@@ -137,5 +155,38 @@ pub async fn archive(api: &Client, alert_id: &str) -> Result<(), ApiError> {
         Err(refused)
     } else {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alert(name: &str, description: &str) -> Alert {
+        Alert {
+            id: "a1".into(),
+            r#type: Some(8),
+            name: Some(name.into()),
+            description: Some(description.into()),
+            zoneid: None,
+            sent: None,
+        }
+    }
+
+    #[test]
+    fn only_an_alert_with_our_name_and_the_marker_is_ours() {
+        let tag = alert_marker("c1", "unmapped_vm:v1");
+        let text = format!("VM web-node-2 {tag}");
+        assert!(has_tag(&alert(ALERT_NAME, &text), &tag));
+        // A built-in alert quoting a tenant's VM name that ends in the marker.
+        assert!(!has_tag(&alert("ALERT.USERVM", &text), &tag));
+        // `listAlerts name=` matches whatever the case; the match does not.
+        assert!(!has_tag(&alert(&ALERT_NAME.to_lowercase(), &text), &tag));
+        assert!(!has_tag(&alert(ALERT_NAME, "VM web-node-2"), &tag));
+        let nameless = Alert {
+            name: None,
+            ..alert(ALERT_NAME, &text)
+        };
+        assert!(!is_ours(&nameless));
     }
 }

@@ -1,6 +1,6 @@
 //! What a hostile or broken world cannot do to cks-drift: a server that redirects the signed
-//! request elsewhere or answers without end, files swapped for symlinks, risky settings that
-//! run silently.
+//! request elsewhere, answers without end or with a page too large to explain whole, files
+//! swapped for symlinks, risky settings that run silently.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use cks_drift::cloudstack::client::Client;
 use cks_drift::cloudstack::error::ApiError;
+use cks_drift::cloudstack::model::VirtualMachine;
 use cks_drift::cloudstack::transport::TransportError;
 use cks_drift::config::{CloudStackSettings, Secret};
 
@@ -97,6 +98,42 @@ async fn an_answer_without_end_is_cut_at_the_bound() {
         } => assert_eq!(limit, 64 * 1024 * 1024),
         other => panic!("expected TooLarge, got {other:?}"),
     }
+}
+
+#[tokio::test]
+async fn an_oversized_page_that_is_no_page_is_explained_without_reading_it_into_a_tree() {
+    // 60 MiB of rows that are no VMs, valid JSON: read into a JSON tree to explain it, it
+    // took 1 GiB (`cargo bench --bench oversized` measures it).
+    const HEAD: &str = r#"{"listvirtualmachinesresponse":{"count":1,"virtualmachine":["#;
+    let chunk = axum::body::Bytes::from("0,".repeat(512 * 1024));
+    let length = HEAD.len() + 60 * chunk.len() + 4;
+    let server = serve(Router::new().route(
+        "/client/api",
+        any(move || {
+            let parts = std::iter::once(axum::body::Bytes::from_static(HEAD.as_bytes()))
+                .chain(std::iter::repeat_n(chunk.clone(), 60))
+                .chain(std::iter::once(axum::body::Bytes::from_static(b"0]}}")));
+            let stream = futures::stream::iter(parts.map(Ok::<_, std::io::Error>));
+            async move {
+                Response::builder()
+                    .header(header::CONTENT_LENGTH, length)
+                    .body(Body::from_stream(stream))
+                    .unwrap()
+            }
+        }),
+    ))
+    .await;
+    let err = client(&format!("{server}/client/api"))
+        .list::<VirtualMachine>("listVirtualMachines", "virtualmachine", &[])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "cannot read the answer to cloudstack command listVirtualMachines: page 1 (an answer of {length} bytes) is not a list of `virtualmachine`: invalid type: integer `0`, expected struct VirtualMachine at line 1 column {}",
+            HEAD.len() + 1
+        )
+    );
 }
 
 #[tokio::test]
