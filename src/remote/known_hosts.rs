@@ -301,12 +301,9 @@ fn create_folder(path: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::remote::ssh::tests::{ED25519_A, ED25519_B};
 
     // Public host keys only (from ssh-keygen); no secrets here.
-    const ED25519_A: &str =
-        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGxBFHSA4HziROuowlujBbjRpX7LFBT5aZLdp09KGpFt";
-    const ED25519_B: &str =
-        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEOEBH6TGyDlRlFiBgvt8fSNDuhTP0uNeC2yQfxVNruH";
     const ECDSA: &str = "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBOx9cjBklFljEgkQFNiQafTwIZql2FpAcBSkIuWkN2ToZaJ57mM6bscSr2f7yzCMk/MvIZynPyfaoYXYHsrClsg=";
 
     fn public(line: &str) -> PublicKey {

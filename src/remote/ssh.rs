@@ -895,13 +895,13 @@ impl HostKeyCheck {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     // Public host keys only (from ssh-keygen); no secrets here.
-    const ED25519_A: &str =
+    pub(crate) const ED25519_A: &str =
         "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGxBFHSA4HziROuowlujBbjRpX7LFBT5aZLdp09KGpFt";
-    const ED25519_B: &str =
+    pub(crate) const ED25519_B: &str =
         "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEOEBH6TGyDlRlFiBgvt8fSNDuhTP0uNeC2yQfxVNruH";
 
     fn public(line: &str) -> PublicKey {

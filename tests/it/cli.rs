@@ -476,19 +476,15 @@ const RELEASE_OK: &str =
 const KEY_OK: &str =
     "ok: cloudstack key: held by user admin of account admin, role Root Admin (type Admin)";
 
-#[tokio::test]
-async fn validate_config_connect_reaches_the_api_and_a_control_node() {
-    let sshd = Sshd::start_at(fresh_loopback(), 2222);
-    let (sim, _, names) = cloud(Some(sshd.ip()));
-    let fake = FakeCloudStack::start(sim, API_KEY, SECRET).await;
+/// `validate-config --connect` against `fake` with the config of `config_text` (SSH key `key`,
+/// `ssh.command` `command`), in a new folder: the folder, the config and the run.
+async fn validate_connect(
+    fake: &FakeCloudStack,
+    key: &Path,
+    command: &str,
+) -> (tempfile::TempDir, std::path::PathBuf, Outcome) {
     let dir = tempfile::tempdir().unwrap();
-    let text = config_text(
-        dir.path(),
-        &fake.url(),
-        SECRET,
-        sshd.client_key(),
-        &printf_nodes(&names),
-    );
+    let text = config_text(dir.path(), &fake.url(), SECRET, key, command);
     let config = write_config(dir.path(), &text, 0o600);
     let out = cks_drift(&[
         "validate-config",
@@ -497,6 +493,16 @@ async fn validate_config_connect_reaches_the_api_and_a_control_node() {
         "--connect",
     ])
     .await;
+    (dir, config, out)
+}
+
+#[tokio::test]
+async fn validate_config_connect_reaches_the_api_and_a_control_node() {
+    let sshd = Sshd::start_at(fresh_loopback(), 2222);
+    let (sim, _, names) = cloud(Some(sshd.ip()));
+    let fake = FakeCloudStack::start(sim, API_KEY, SECRET).await;
+    let (dir, config, out) =
+        validate_connect(&fake, sshd.client_key(), &printf_nodes(&names)).await;
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(
         lines(&out.stdout),
@@ -532,22 +538,8 @@ async fn validate_config_connect_shows_a_cluster_name_escaped_on_its_line() {
     let (sim, id, names) = cloud(Some(sshd.ip()));
     sim.with_world(|w| w.cluster_mut(&id).name = FORGED_NAME.into());
     let fake = FakeCloudStack::start(sim, API_KEY, SECRET).await;
-    let dir = tempfile::tempdir().unwrap();
-    let text = config_text(
-        dir.path(),
-        &fake.url(),
-        SECRET,
-        sshd.client_key(),
-        &printf_nodes(&names),
-    );
-    let config = write_config(dir.path(), &text, 0o600);
-    let out = cks_drift(&[
-        "validate-config",
-        "-c",
-        config.to_str().unwrap(),
-        "--connect",
-    ])
-    .await;
+    let (_dir, config, out) =
+        validate_connect(&fake, sshd.client_key(), &printf_nodes(&names)).await;
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(
         lines(&out.stdout)[4..],
