@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, error, info};
+use tracing::{debug, error, info, warn};
 
 use super::http::{self, Shared};
 use crate::base::untrusted::shown;
@@ -224,6 +224,11 @@ impl Endpoint {
                     .local_addr()
                     .map_or_else(|_| "?".to_string(), |a| a.to_string());
                 match listen {
+                    Some(configured) if listener.local_addr().ok() != Some(configured) => warn!(
+                        %address,
+                        http_listen = %configured,
+                        "the endpoint is served on the socket systemd passed, not on http.listen: set ListenStream= of cks-drift.socket to http.listen's address (systemctl edit cks-drift.socket), or disable the socket unit"
+                    ),
                     Some(configured) => info!(
                         %address,
                         http_listen = %configured,

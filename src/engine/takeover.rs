@@ -263,6 +263,7 @@ fn recover_alert(state: &mut State, a: &Alert, now: Timestamp, got: &mut Recover
                 held: 0,
                 released: 0,
                 released_clusters: 0,
+                alerted_tenants: 0,
             });
         }
         got.alerts += 1;

@@ -830,14 +830,21 @@ impl HostKeyCheck {
                 Ok(())
             }
             HostKeyMatch::Unclaimed { lines } => {
+                // The key matches an entry for the address: it is trusted whether or not the
+                // entry can be marked as the cluster's (a folder the service may not write).
                 let claimed = known_hosts::claim(&text, &lines, &self.cluster);
-                known_hosts::replace(&self.known_hosts, &claimed)
-                    .map_err(|e| self.file_error(e.into()))?;
-                info!(
-                    known_hosts = %self.known_hosts.display(),
-                    entries = lines.len(),
-                    "the host key recorded for the address is now the cluster's"
-                );
+                match known_hosts::replace(&self.known_hosts, &claimed) {
+                    Ok(()) => info!(
+                        known_hosts = %self.known_hosts.display(),
+                        entries = lines.len(),
+                        "the host key recorded for the address is now the cluster's"
+                    ),
+                    Err(e) => warn!(
+                        known_hosts = %self.known_hosts.display(),
+                        error = %crate::base::error_chain::error_chain(&e),
+                        "the host key recorded for the address matches; it cannot be marked as the cluster's, so another cluster at this address later would be trusted with it too: let the service write the file"
+                    ),
+                }
                 Ok(())
             }
             HostKeyMatch::Changed { line, cluster } => Err(NodeListError::HostKeyChanged {

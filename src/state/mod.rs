@@ -82,6 +82,10 @@ pub struct Storm {
     pub released: usize,
     #[serde(default, skip_serializing_if = "is_zero_usize")]
     pub released_clusters: usize,
+    /// The tenants it held when its alert was raised (0: not known, as after a takeover).
+    /// Once it holds twice as many, its alert is raised anew to say so.
+    #[serde(default, skip_serializing_if = "is_zero_usize")]
+    pub alerted_tenants: usize,
 }
 
 fn is_zero_usize(n: &usize) -> bool {
@@ -201,6 +205,11 @@ pub struct Reported {
     /// Its alert and annotation are held by a storm: nothing was sent for it but the event.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub held: bool,
+    /// Its alert waits for its tenant's budget (`notify.owner_alert_cap`,
+    /// `owner_alerts_per_hour`, the alert types kept for others): it is raised once there is
+    /// room, unless the finding is gone by then.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deferred: bool,
     /// Since when the cycles that compared its side have not found it: it counts as gone
     /// once that is `check.resolve_after` ago, and is open until then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -227,6 +236,7 @@ impl Reported {
             named_vm_name: None,
             since,
             held: false,
+            deferred: false,
             absent_since: None,
             ignored: None,
         };

@@ -451,6 +451,7 @@ impl<'a> Changes<'a> {
             Some(p) => {
                 r.since = p.since;
                 r.held = p.held;
+                r.deferred = p.deferred;
                 match (&p.ignored, &ignored) {
                     (Some(rule), None) => {
                         outcome

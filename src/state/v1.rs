@@ -76,6 +76,7 @@ impl ReportedV1 {
             node: m.node,
             since: self.since,
             held: false,
+            deferred: false,
             absent_since: None,
             ignored: None,
         }

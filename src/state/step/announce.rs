@@ -16,7 +16,8 @@ use crate::state::{Notification, State, record_key, side_key};
 pub const HOUR: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// What is held now, counted once per step when first needed and kept up to date as alerts
-/// and annotations are queued: alerts and annotations by tenant, alerts by zone.
+/// and annotations are queued: alerts and annotations by tenant, and alerts in all (an alert
+/// type held in any zone is not given again: `notify::alerts`).
 #[derive(Default)]
 pub(super) struct Budget {
     counts: Option<Counts>,
@@ -26,7 +27,7 @@ pub(super) struct Budget {
 struct Counts {
     alerts: HashMap<String, usize>,
     annotations: HashMap<String, usize>,
-    zone_alerts: HashMap<Option<String>, usize>,
+    all_alerts: usize,
 }
 
 /// Which of a tenant's holdings a budget is asked about.
@@ -66,35 +67,18 @@ impl Budget {
         at_once.min(in_hour)
     }
 
-    /// How many alert types of the zone the tenant may take: a quarter of
-    /// `notify.alert_types` is kept for tenants holding fewer than `alert_cap` alerts, who may
-    /// take it up to that many.
-    fn types_room(
-        &mut self,
-        state: &State,
-        tenant: &str,
-        zone: &Option<String>,
-        settings: &StepSettings,
-    ) -> usize {
+    /// How many alert types the tenant may take: a quarter of `notify.alert_types` is kept
+    /// for tenants holding fewer than `alert_cap` alerts, who may take it up to that many.
+    fn types_room(&mut self, state: &State, tenant: &str, settings: &StepSettings) -> usize {
         let counts = self.counts(state);
         let held = counts.alerts.get(tenant).copied().unwrap_or(0);
-        let free = settings
-            .alert_types
-            .saturating_sub(counts.zone_alerts.get(zone).copied().unwrap_or(0));
+        let free = settings.alert_types.saturating_sub(counts.all_alerts);
         let beyond_reserve = free.saturating_sub(settings.alert_types / 4);
         let few = settings.alert_cap.saturating_sub(held).min(free);
         beyond_reserve.max(few)
     }
 
-    fn add(
-        &mut self,
-        state: &mut State,
-        tenant: &str,
-        channel: Channel,
-        zone: &Option<String>,
-        n: usize,
-        now: Timestamp,
-    ) {
+    fn add(&mut self, state: &mut State, tenant: &str, channel: Channel, n: usize, now: Timestamp) {
         if n == 0 {
             return;
         }
@@ -103,7 +87,7 @@ impl Budget {
         match channel {
             Channel::Alert => {
                 *counts.alerts.entry(tenant.to_string()).or_default() += n;
-                *counts.zone_alerts.entry(zone.clone()).or_default() += n;
+                counts.all_alerts += n;
                 times.alerts.extend(std::iter::repeat_n(now, n));
             }
             Channel::Annotation => {
@@ -114,30 +98,17 @@ impl Budget {
     }
 }
 
-/// Alerts and annotations held (recorded, or queued to be raised), by tenant, and alerts by
-/// zone.
+/// Alerts and annotations held (recorded, or queued to be raised), by tenant, and alerts in
+/// all.
 fn count(state: &State) -> Counts {
-    let zone_of = |cluster_id: &str| {
-        state
-            .clusters
-            .get(cluster_id)
-            .and_then(|c| c.zone_id.clone())
-    };
-    let mut alerts: HashMap<String, Option<String>> = state
-        .alerts
-        .iter()
-        .map(|(rk, r)| (rk.clone(), r.zone_id.clone()))
-        .collect();
+    let mut alerts: HashSet<String> = state.alerts.keys().cloned().collect();
     let mut annotations: HashSet<String> = state.annotations.keys().cloned().collect();
     for o in &state.outbox {
         match &o.notification {
             Notification::RaiseAlert {
-                cluster_id,
-                key,
-                zone_id,
-                ..
+                cluster_id, key, ..
             } => {
-                alerts.insert(record_key(cluster_id, key), zone_id.clone());
+                alerts.insert(record_key(cluster_id, key));
             }
             Notification::AddAnnotation {
                 cluster_id, key, ..
@@ -154,15 +125,11 @@ fn count(state: &State) -> Counts {
             .contains_key(cluster_id)
             .then(|| tenant_of(state, cluster_id))
     };
-    let mut counts = Counts::default();
-    for (rk, zone) in &alerts {
-        *counts
-            .zone_alerts
-            .entry(
-                zone.clone()
-                    .or_else(|| rk.split_once('/').and_then(|(c, _)| zone_of(c))),
-            )
-            .or_default() += 1;
+    let mut counts = Counts {
+        all_alerts: alerts.len(),
+        ..Counts::default()
+    };
+    for rk in &alerts {
         if let Some(t) = tenant(rk) {
             *counts.alerts.entry(t).or_default() += 1;
         }
@@ -201,47 +168,77 @@ pub(super) fn announce(
     settings: &StepSettings,
     now: Timestamp,
 ) {
+    annotate(q, budget, cluster_id, new, settings, now);
+    alert(q, budget, cluster_id, new, settings, now);
+}
+
+/// The annotations of `new`, within the cluster's and the tenant's room.
+fn annotate(
+    q: &mut Queue<'_>,
+    budget: &mut Budget,
+    cluster_id: &str,
+    new: &[Mismatch],
+    settings: &StepSettings,
+    now: Timestamp,
+) {
+    if !settings.annotations {
+        return;
+    }
+    let tenant = tenant_of(q.state, cluster_id);
+    let (_, annotated) = holding(q, cluster_id, new);
+    let room = settings
+        .alert_cap
+        .max(1)
+        .saturating_sub(annotated)
+        .min(budget.tenant_room(q.state, &tenant, Channel::Annotation, settings));
+    let n = room.min(new.len());
+    for m in &new[..n] {
+        q.push(Notification::AddAnnotation {
+            cluster_id: cluster_id.to_string(),
+            key: m.key().to_string(),
+            text: annotation_text(m),
+        });
+    }
+    budget.add(q.state, &tenant, Channel::Annotation, n, now);
+}
+
+/// The alerts of `new`, within the cluster's and the tenant's room, the last one summing up
+/// the rest; what the tenant's budget alone leaves without an alert waits for room
+/// (`deferred`).
+fn alert(
+    q: &mut Queue<'_>,
+    budget: &mut Budget,
+    cluster_id: &str,
+    new: &[Mismatch],
+    settings: &StepSettings,
+    now: Timestamp,
+) {
     let Some(entry) = q.state.clusters.get(cluster_id) else {
         return;
     };
     let (name, zone_id) = (entry.name.clone(), entry.zone_id.clone());
     let tenant = tenant_of(q.state, cluster_id);
-    let (alerted, annotated) = holding(q, cluster_id, new);
-    if settings.annotations {
-        let room = settings
-            .alert_cap
-            .max(1)
-            .saturating_sub(annotated)
-            .min(budget.tenant_room(q.state, &tenant, Channel::Annotation, settings));
-        let n = room.min(new.len());
-        for m in &new[..n] {
-            q.push(Notification::AddAnnotation {
-                cluster_id: cluster_id.to_string(),
-                key: m.key().to_string(),
-                text: annotation_text(m),
-            });
-        }
-        budget.add(q.state, &tenant, Channel::Annotation, &zone_id, n, now);
-    }
+    let (alerted, _) = holding(q, cluster_id, new);
     if !settings.alerts || new.is_empty() {
         return;
     }
     let tenant_room = budget
         .tenant_room(q.state, &tenant, Channel::Alert, settings)
-        .min(budget.types_room(q.state, &tenant, &zone_id, settings));
-    let mut cap = settings
-        .alert_cap
-        .max(1)
-        .saturating_sub(alerted)
-        .min(tenant_room);
+        .min(budget.types_room(q.state, &tenant, settings));
+    let cluster_room = settings.alert_cap.max(1).saturating_sub(alerted);
+    let mut cap = cluster_room.min(tenant_room);
     let summary = new.len() > cap && !has_open_summary(q.state, cluster_id);
     if summary && cap == tenant_room {
         // The tenant's last type goes to the summary, which names every finding left.
         cap = cap.saturating_sub(1);
     }
     let summary = summary && tenant_room > 0;
+    if !summary && new.len() > cap && tenant_room < cluster_room {
+        // The tenant's budget, not the cluster's cap, leaves these without an alert.
+        defer(q.state, cluster_id, &new[cap..]);
+    }
     let raised = cap.min(new.len()) + usize::from(summary);
-    budget.add(q.state, &tenant, Channel::Alert, &zone_id, raised, now);
+    budget.add(q.state, &tenant, Channel::Alert, raised, now);
     for m in new.iter().take(cap) {
         q.push(Notification::RaiseAlert {
             cluster_id: cluster_id.to_string(),
@@ -261,6 +258,57 @@ pub(super) fn announce(
             covers: rest.iter().map(|m| m.key().to_string()).collect(),
             key,
         });
+    }
+}
+
+/// Marks `findings` of the cluster as waiting for their tenant's room.
+fn defer(state: &mut State, cluster_id: &str, findings: &[Mismatch]) {
+    let Some(entry) = state.clusters.get_mut(cluster_id) else {
+        return;
+    };
+    for m in findings {
+        if let Some(r) = entry.side_mut(m.side()).get_mut(&side_key(&m.key())) {
+            r.deferred = true;
+        }
+    }
+}
+
+/// Raises the alerts of findings that waited for their tenant's budget, now that it has room
+/// (oldest cluster id first); the tenants a storm holds wait for the storm.
+pub(super) fn catch_up(
+    q: &mut Queue<'_>,
+    budget: &mut Budget,
+    held_tenants: &HashSet<String>,
+    settings: &StepSettings,
+    now: Timestamp,
+) {
+    if !settings.alerts {
+        return;
+    }
+    let waiting: Vec<(String, Vec<Mismatch>)> = q
+        .state
+        .clusters
+        .iter_mut()
+        .filter_map(|(id, c)| {
+            let found: Vec<Mismatch> = c
+                .vms
+                .values_mut()
+                .chain(c.nodes.values_mut())
+                .filter(|r| r.deferred && !r.held && r.ignored.is_none())
+                .filter_map(|r| {
+                    r.deferred = false;
+                    r.mismatch()
+                })
+                .collect();
+            (!found.is_empty()).then(|| (id.clone(), found))
+        })
+        .collect();
+    for (id, found) in waiting {
+        if held_tenants.contains(&tenant_of(q.state, &id)) {
+            defer(q.state, &id, &found);
+            continue;
+        }
+        alert(q, budget, &id, &found, settings, now);
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::announce::{Budget, announce};
+use super::announce::{Budget, announce, catch_up};
 use super::{Queue, StepSettings, StormChange};
 use crate::base::time::Timestamp;
 use crate::diff::Mismatch;
@@ -74,12 +74,36 @@ pub(super) fn storm(
         .into_iter()
         .partition(|(id, _)| held_tenants.contains(&tenant_of(q.state, id)));
     let mut change = None;
-    if q.state.storm.is_none()
-        && let Some(t) = threshold.filter(|_| !hold.is_empty())
-    {
-        change = Some(begin_storm(q, &hold, checked, t, settings, now));
+    if let Some(t) = threshold.filter(|_| !hold.is_empty()) {
+        match q.state.storm.take() {
+            None => {
+                change = Some(begin_storm(q, &hold, checked, t, settings, now));
+                if let Some(after) = q.state.storm.as_mut() {
+                    after.alerted_tenants = held_tenants.len();
+                }
+            }
+            // A storm that now holds twice the tenants it held when its alert was raised (one
+            // tenant's own storm, then a cause common to many): its alert, which counted only
+            // the first, is archived and raised anew for what it holds now.
+            Some(before)
+                if before.alerted_tenants > 0
+                    && held_tenants.len() >= 2 * before.alerted_tenants =>
+            {
+                archive_storm_alert(q, &before, settings);
+                change = Some(begin_storm(q, &hold, checked, t, settings, now));
+                if let Some(after) = q.state.storm.as_mut() {
+                    after.alerted_tenants = held_tenants.len();
+                    after.since = before.since;
+                    after.held = before.held;
+                    after.released = before.released;
+                    after.released_clusters = before.released_clusters;
+                }
+            }
+            Some(before) => q.state.storm = Some(before),
+        }
     }
     let mut budget = Budget::default();
+    catch_up(q, &mut budget, &held_tenants, settings, now);
     for (id, new) in &tell {
         announce(q, &mut budget, id, new, settings, now);
     }
@@ -134,6 +158,7 @@ fn begin_storm(
         held: 0,
         released: 0,
         released_clusters: 0,
+        alerted_tenants: 0,
     });
     StormChange::Began {
         clusters: hold.len(),
@@ -158,13 +183,8 @@ fn hold_findings(state: &mut State, hold: &[(String, Vec<Mismatch>)], storm: &mu
     }
 }
 
-/// Ends `storm`: its alert archived and its end logged.
-fn end_storm(
-    q: &mut Queue<'_>,
-    storm: Storm,
-    settings: &StepSettings,
-    now: Timestamp,
-) -> StormChange {
+/// Queues the archive of `storm`'s alert.
+fn archive_storm_alert(q: &mut Queue<'_>, storm: &Storm, settings: &StepSettings) {
     let rk = record_key(STORM_SCOPE, &storm.key);
     if settings.alerts || q.state.alerts.contains_key(&rk) || q.pending.contains(&(rk, "alert")) {
         q.push(Notification::ArchiveAlert {
@@ -172,6 +192,16 @@ fn end_storm(
             key: storm.key.clone(),
         });
     }
+}
+
+/// Ends `storm`: its alert archived and its end logged.
+fn end_storm(
+    q: &mut Queue<'_>,
+    storm: Storm,
+    settings: &StepSettings,
+    now: Timestamp,
+) -> StormChange {
+    archive_storm_alert(q, &storm, settings);
     let description = format!(
         "The storm of VM map findings that began at {} is over: of {} findings held, {} still open in {} clusters were told one by one; the others resolved meanwhile and are not told",
         storm.since, storm.held, storm.released, storm.released_clusters

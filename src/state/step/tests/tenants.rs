@@ -340,3 +340,74 @@ fn drain_recorded_all(state: &mut State) -> Vec<String> {
     out.extend(drain_recorded(state));
     out
 }
+
+#[test]
+fn a_storm_of_one_tenant_that_widens_to_many_is_alerted_anew() {
+    let mut s = State::default();
+    let mut observed: Vec<Observed> = (0..6).map(|i| owned(i, "account:d/evil", &["x"])).collect();
+    observed.extend((10..16).map(|i| owned(i, &format!("account:d/t{i}"), &[])));
+    let out = step(&mut s, &observed, &PERCENT, at(0));
+    assert!(matches!(
+        out.storm,
+        Some(StormChange::Began { clusters: 6, .. })
+    ));
+    let first = s.storm.as_ref().unwrap().key.clone();
+    drain(&mut s);
+    // A cause common to six more tenants: the storm now holds them too, and says so.
+    for c in &mut observed[6..] {
+        c.mismatches = vec![m(UnmappedVm, &format!("v{}", c.id))];
+    }
+    let out = step(&mut s, &observed, &PERCENT, at(5));
+    assert!(matches!(
+        out.storm,
+        Some(StormChange::Began { clusters: 6, .. })
+    ));
+    let second = s.storm.as_ref().unwrap().key.clone();
+    assert_ne!(first, second);
+    let sent: Vec<String> = drain(&mut s)
+        .into_iter()
+        .filter(|l| l.contains("storm:"))
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            format!("archive {first}"),
+            format!("alert {second}"),
+            format!("event Warn {second}")
+        ]
+    );
+    assert_eq!(held_keys(&s).len(), 12);
+    assert_eq!(s.storm.as_ref().unwrap().since, at(0));
+    // The same tenants in the next step: nothing more.
+    step(&mut s, &observed, &PERCENT, at(10));
+    assert_eq!(drain(&mut s), Vec::<String>::new());
+}
+
+#[test]
+fn findings_past_the_hourly_budget_are_alerted_once_it_has_room() {
+    let settings = StepSettings {
+        owner_alerts_per_hour: 2,
+        annotations: false,
+        ..ON
+    };
+    let mut s = State::default();
+    let a = owned(0, "account:d/t", &["a1", "a2"]);
+    step(&mut s, std::slice::from_ref(&a), &settings, at(0));
+    assert_eq!(
+        drain_recorded(&mut s),
+        ["alert node_without_vm:a1", "alert node_without_vm:a2"]
+    );
+    // Another cluster of the tenant: no room left this hour; its finding waits.
+    let observed = vec![a.clone(), owned(1, "account:d/t", &["b1"])];
+    step(&mut s, &observed, &settings, at(5));
+    assert_eq!(drain_recorded(&mut s), Vec::<String>::new());
+    assert!(s.clusters["c01"].nodes["node_without_vm:b1"].deferred);
+    step(&mut s, &observed, &settings, at(30));
+    assert_eq!(drain_recorded(&mut s), Vec::<String>::new());
+    // An hour after the first alerts: it is raised, once.
+    step(&mut s, &observed, &settings, at(60));
+    assert_eq!(drain_recorded(&mut s), ["alert node_without_vm:b1"]);
+    assert!(!s.clusters["c01"].nodes["node_without_vm:b1"].deferred);
+    step(&mut s, &observed, &settings, at(65));
+    assert_eq!(drain_recorded(&mut s), Vec::<String>::new());
+}
