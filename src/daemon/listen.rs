@@ -302,12 +302,17 @@ fn cannot_listen(addr: SocketAddr, e: &std::io::Error) {
     );
 }
 
+/// How often a still-taken `http.listen` is said again at WARN: whoever holds the port may be
+/// answering `/healthz` in cks-drift's place, so it must not go quiet after one line.
+const STILL_TAKEN_EVERY: Duration = Duration::from_secs(600);
+
 /// Binds `addr` again, waiting longer after each failure up to [`REBIND_MAX`], until it is
-/// bound (`Some`) or `shutdown` is cancelled (`None`). Repeated failures are logged at debug:
-/// the first was an error already.
+/// bound (`Some`) or `shutdown` is cancelled (`None`). Repeated failures are logged at debug,
+/// and at WARN every [`STILL_TAKEN_EVERY`].
 async fn bind_again(addr: SocketAddr, shutdown: &CancellationToken) -> Option<TcpListener> {
     let mut wait = REBIND_FIRST;
     let mut attempts = 1u32;
+    let mut said = tokio::time::Instant::now();
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return None,
@@ -318,6 +323,15 @@ async fn bind_again(addr: SocketAddr, shutdown: &CancellationToken) -> Option<Tc
             Ok(listener) => {
                 info!(address = %addr, attempts, "http.listen is bound at last");
                 return Some(listener);
+            }
+            Err(e) if said.elapsed() >= STILL_TAKEN_EVERY => {
+                said = tokio::time::Instant::now();
+                warn!(
+                    address = %addr,
+                    error = %e,
+                    attempts,
+                    "http.listen is still taken: whatever holds it answers /metrics and /healthz in cks-drift's place; free the port, or run cks-drift from cks-drift.socket"
+                );
             }
             Err(e) => debug!(address = %addr, error = %e, attempts, "http.listen is still taken"),
         }
