@@ -477,10 +477,10 @@ mod tests {
                     async move {
                         let head = r#"{"listzonesresponse":{"count":2,"zone":[{"id":"z1"},"#;
                         // The rest is sent once the first row is kept; a client that waits
-                        // for the whole answer gets another row after 5 s.
+                        // for the whole answer gets another row after 2 s.
                         let rest = async move {
                             let kept = tokio::time::timeout(
-                                Duration::from_secs(5),
+                                Duration::from_secs(2),
                                 first_row_kept.notified(),
                             )
                             .await;
