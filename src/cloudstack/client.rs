@@ -18,11 +18,12 @@ use tokio::time::Instant;
 
 use super::error::ApiError;
 use super::http::HttpTransport;
-use super::pages::{ListPage, Paging, read_page};
+use super::pages::{ListPage, PageOf, Paging, read_page};
 use super::request::ApiRequest;
-use super::response::{job_id, read_job, read_response};
+use super::response::{job_id, read_answer, read_job, read_response};
 use super::retry::RetryPolicy;
-use super::transport::{RawResponse, Transport};
+use super::streamed::{self, hold};
+use super::transport::{Answer, Transport};
 use crate::config::CloudStackSettings;
 
 /// How the client pages, retries and waits for asynchronous jobs.
@@ -199,16 +200,22 @@ impl Client {
     }
 
     async fn attempt(&self, request: &ApiRequest) -> Result<Value, ApiError> {
-        let raw = self.send(request).await?;
-        read_response(
-            &request.command,
-            &self.endpoint,
-            self.requested_page_size(request),
-            &raw,
-        )
+        let page_size = self.requested_page_size(request);
+        match self.send(request).await? {
+            Answer::Whole(raw) => read_response(&request.command, &self.endpoint, page_size, &raw),
+            // Not a list page: CloudStack's answers are a few KiB, and no more than a tree is
+            // read for is held of one.
+            Answer::Streamed(answer) => {
+                let held = hold(answer).await.map_err(|source| ApiError::Transport {
+                    command: request.command.clone(),
+                    source,
+                })?;
+                read_answer(&request.command, &self.endpoint, page_size, &held)
+            }
+        }
     }
 
-    async fn send(&self, request: &ApiRequest) -> Result<RawResponse, ApiError> {
+    async fn send(&self, request: &ApiRequest) -> Result<Answer, ApiError> {
         self.transport
             .send(request.clone())
             .await
@@ -237,7 +244,7 @@ impl Client {
     /// Once the first page has given `count`, the further pages it implies are fetched
     /// [`ClientOptions::page_concurrency`] at a time; rows keep the server's order, and a
     /// page that fails (after its retries) fails the whole list.
-    pub async fn list<T: DeserializeOwned>(
+    pub async fn list<T: DeserializeOwned + Send + 'static>(
         &self,
         command: &str,
         item_key: &str,
@@ -257,7 +264,7 @@ impl Client {
         keep: K,
     ) -> Result<Vec<T>, ApiError>
     where
-        T: DeserializeOwned,
+        T: DeserializeOwned + Send + 'static,
         K: Fn(&T) -> bool,
     {
         self.list_map(command, item_key, params, |row: T| {
@@ -268,8 +275,10 @@ impl Client {
 
     /// Like [`Client::list_where`], but each row is turned into what is kept of it (or
     /// dropped, `None`) as soon as it is read: a listing held for a whole cycle holds only
-    /// that, never the rows as the API wrote them. `keep` may run more than once for a page
-    /// whose request is retried; only the last run's rows are kept.
+    /// that, never the rows as the API wrote them, nor the page's text (a page is read into rows
+    /// as it arrives). `keep` may run more than once for a page whose request is retried, or
+    /// whose answer turns out to be no page and is read again to explain it; only the last
+    /// run's rows are kept.
     pub async fn list_map<T, U, K>(
         &self,
         command: &str,
@@ -278,7 +287,7 @@ impl Client {
         keep: K,
     ) -> Result<Vec<U>, ApiError>
     where
-        T: DeserializeOwned,
+        T: DeserializeOwned + Send + 'static,
         K: Fn(T) -> Option<U>,
     {
         let mut paging = Paging::new(self.options.page_size);
@@ -319,22 +328,31 @@ impl Client {
         keep: &K,
     ) -> Result<ListPage<U>, ApiError>
     where
-        T: DeserializeOwned,
+        T: DeserializeOwned + Send + 'static,
         K: Fn(T) -> Option<U>,
     {
         let request = ApiRequest::list_page(command, params, page, page_size);
         let requested_page_size = self.requested_page_size(&request);
+        let at = PageOf {
+            command,
+            endpoint: &self.endpoint,
+            item_key,
+            page,
+            page_size: requested_page_size,
+        };
         self.retried(command, || async {
-            let raw = self.send(&request).await?;
-            read_page(
-                command,
-                &self.endpoint,
-                item_key,
-                page,
-                requested_page_size,
-                &raw,
-                keep,
-            )
+            match self.send(&request).await? {
+                Answer::Whole(raw) => read_page(
+                    command,
+                    &self.endpoint,
+                    item_key,
+                    page,
+                    requested_page_size,
+                    &raw,
+                    keep,
+                ),
+                Answer::Streamed(answer) => streamed::read_page(at, answer, keep).await,
+            }
         })
         .await
     }
@@ -387,7 +405,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::cloudstack::transport::{TransportError, TransportFuture};
+    use crate::cloudstack::transport::{RawResponse, TransportError, TransportFuture};
 
     /// Answers from a script, one per attempt, and records every request.
     struct Scripted {
@@ -417,7 +435,7 @@ mod tests {
                 .unwrap()
                 .pop_front()
                 .expect("more requests than scripted answers");
-            Box::pin(async move { answer })
+            Box::pin(async move { answer.map(Answer::from) })
         }
     }
 
@@ -646,10 +664,12 @@ mod tests {
                 tokio::time::sleep(Duration::from_millis(u64::from(20u32.saturating_sub(page))))
                     .await;
                 self.in_flight.fetch_sub(1, SeqCst);
-                Ok(failure.unwrap_or(RawResponse {
-                    status: 200,
-                    body: body.to_string(),
-                }))
+                Ok(failure
+                    .unwrap_or(RawResponse {
+                        status: 200,
+                        body: body.to_string(),
+                    })
+                    .into())
             })
         }
     }

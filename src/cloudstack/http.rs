@@ -1,7 +1,8 @@
 //! The real [`Transport`]: sends a request, signed as `request` puts it (a URL for a read, a
 //! form body for a change), to the management server over HTTP(S), with TLS and a deadline.
-//! It returns the status and body as they came; what is signed, and how, belongs to
-//! `request`, and reading CloudStack's answer to `response`.
+//! It returns the status, and the body as it arrives, up to a bound; what is signed, and how,
+//! belongs to `request`, and reading CloudStack's answer to `response`, `pages` and
+//! `streamed`.
 
 use std::time::Duration;
 
@@ -9,12 +10,15 @@ use reqwest::header::CONTENT_TYPE;
 
 use super::error::ApiError;
 use super::request::{ApiRequest, Signed};
-use super::transport::{RawResponse, Transport, TransportError, TransportFuture};
+use super::transport::{
+    Answer, Chunks, StreamedResponse, Transport, TransportError, TransportFuture,
+};
 use crate::base::time::Timestamp;
 use crate::config::{CloudStackSettings, Secret};
 
 /// The most of one answer that is read. CloudStack's largest answers, pages of 500
-/// clusters with their VMs, are a few MB.
+/// clusters with their VMs, are a few MB. Read, not held: a list page is read into rows as it
+/// arrives, and of any other answer at most `response::TREE_BYTES` is kept.
 pub const MAX_BODY: usize = 64 * 1024 * 1024;
 
 /// Signs and sends API requests to one management server.
@@ -64,7 +68,7 @@ impl HttpTransport {
         })
     }
 
-    async fn send_signed(&self, request: ApiRequest) -> Result<RawResponse, TransportError> {
+    async fn send_signed(&self, request: ApiRequest) -> Result<Answer, TransportError> {
         let signed = request.signed(
             &self.url,
             self.api_key.expose(),
@@ -79,56 +83,66 @@ impl HttpTransport {
                 .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
                 .body(body),
         };
-        let mut response = builder.send().await.map_err(|e| self.transport_error(e))?;
-        let status = response.status().as_u16();
-        // Sized from Content-Length when the server sends one (within the limit): growing by
-        // doubling would hold up to twice a page, and a page of clusters is megabytes.
-        let announced = response
-            .content_length()
-            .and_then(|n| usize::try_from(n).ok())
-            .filter(|&n| n <= MAX_BODY);
-        let mut body = Vec::with_capacity(announced.unwrap_or(0));
-        while let Some(chunk) = response
-            .chunk()
+        let response = builder
+            .send()
             .await
-            .map_err(|e| self.transport_error(e))?
-        {
-            if body.len() + chunk.len() > MAX_BODY {
-                return Err(TransportError::TooLarge {
-                    url: self.url.clone(),
-                    limit: MAX_BODY,
-                });
-            }
-            body.extend_from_slice(&chunk);
-        }
-        // Valid UTF-8 (every answer CloudStack sends) becomes the string without a copy.
-        let body = String::from_utf8(body)
-            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-        Ok(RawResponse { status, body })
-    }
-
-    /// Maps a reqwest error without its URL: a GET URL carries the API key and signature.
-    fn transport_error(&self, e: reqwest::Error) -> TransportError {
-        let url = self.url.clone();
-        if e.is_timeout() {
-            TransportError::Timeout {
-                url,
-                seconds: self.timeout.as_secs_f64().ceil() as u64,
-            }
-        } else if e.is_connect() {
-            TransportError::Connect {
-                url,
-                source: Box::new(e.without_url()),
-            }
-        } else {
-            TransportError::Other {
-                url,
-                source: Box::new(e.without_url()),
-            }
-        }
+            .map_err(|e| transport_error(&self.url, self.timeout, e))?;
+        let status = response.status().as_u16();
+        Ok(Answer::Streamed(StreamedResponse {
+            status,
+            chunks: chunks(response, self.url.clone(), self.timeout),
+        }))
     }
 }
 
+/// The body of `response` as it arrives, ended by [`TransportError::TooLarge`] once it goes
+/// past [`MAX_BODY`]: the reader decides what to hold of it, and the bound holds whatever it
+/// holds. The request's deadline covers the body too.
+fn chunks(response: reqwest::Response, url: String, timeout: Duration) -> Chunks {
+    let state = Some((response, 0usize));
+    Box::pin(futures::stream::unfold(state, move |state| {
+        let url = url.clone();
+        async move {
+            let (mut response, read) = state?;
+            match response.chunk().await {
+                Ok(None) => None,
+                Ok(Some(chunk)) if read + chunk.len() > MAX_BODY => Some((
+                    Err(TransportError::TooLarge {
+                        url,
+                        limit: MAX_BODY,
+                    }),
+                    None,
+                )),
+                Ok(Some(chunk)) => {
+                    let read = read + chunk.len();
+                    Some((Ok(chunk.to_vec()), Some((response, read))))
+                }
+                Err(e) => Some((Err(transport_error(&url, timeout, e)), None)),
+            }
+        }
+    }))
+}
+
+/// Maps a reqwest error without its URL: a GET URL carries the API key and signature.
+fn transport_error(url: &str, timeout: Duration, e: reqwest::Error) -> TransportError {
+    let url = url.to_string();
+    if e.is_timeout() {
+        TransportError::Timeout {
+            url,
+            seconds: timeout.as_secs_f64().ceil() as u64,
+        }
+    } else if e.is_connect() {
+        TransportError::Connect {
+            url,
+            source: Box::new(e.without_url()),
+        }
+    } else {
+        TransportError::Other {
+            url,
+            source: Box::new(e.without_url()),
+        }
+    }
+}
 /// An HTTPS client builder as every client of cks-drift needs one: no redirect followed (it
 /// would carry the credentials elsewhere), the deadline on connect and on the whole request,
 /// the system roots plus `ca_file`, or no verification at all with `insecure`.
@@ -186,6 +200,7 @@ mod tests {
     use axum::extract::State;
     use axum::http::{HeaderMap, StatusCode, Uri};
     use axum::routing::any;
+    use futures::StreamExt;
     use percent_encoding::percent_decode_str;
 
     use super::*;
@@ -310,6 +325,22 @@ mod tests {
         }
     }
 
+    /// A small answer read to its end.
+    async fn whole(answer: Answer) -> crate::cloudstack::transport::RawResponse {
+        let Answer::Streamed(answer) = answer else {
+            panic!("{answer:?}");
+        };
+        let mut body = Vec::new();
+        let mut chunks = answer.chunks;
+        while let Some(chunk) = chunks.next().await {
+            body.extend(chunk.unwrap());
+        }
+        crate::cloudstack::transport::RawResponse {
+            status: answer.status,
+            body: String::from_utf8(body).unwrap(),
+        }
+    }
+
     /// The whole error chain as one string, to look for leaked secrets.
     fn chain(e: &dyn std::error::Error) -> String {
         let mut out = format!("{e} / {e:?}");
@@ -333,6 +364,7 @@ mod tests {
             ))
             .await
             .unwrap();
+        let response = whole(response).await;
         assert_eq!(response.status, 200, "{}", response.body);
         let body: serde_json::Value = serde_json::from_str(&response.body).unwrap();
         let echo = &body["listvirtualmachinesresponse"]["echo"];
@@ -383,6 +415,7 @@ mod tests {
             ))
             .await
             .unwrap();
+        let response = whole(response).await;
         assert_eq!(response.status, 200, "{}", response.body);
         let body: serde_json::Value = serde_json::from_str(&response.body).unwrap();
         assert_eq!(
@@ -427,6 +460,59 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(answer["echo"]["name"], "zone 1");
+    }
+
+    /// A list page is read into rows as it arrives: the rows already sent are kept while the
+    /// rest of the page is still to come. Read whole first, a 60 MiB page was held twice (its
+    /// text, then its rows) before any row was read.
+    #[tokio::test]
+    async fn a_page_is_read_into_rows_as_it_arrives() {
+        let first_row_kept = Arc::new(tokio::sync::Notify::new());
+        let app = Router::new().route(
+            "/client/api",
+            any({
+                let first_row_kept = first_row_kept.clone();
+                move || {
+                    let first_row_kept = first_row_kept.clone();
+                    async move {
+                        let head = r#"{"listzonesresponse":{"count":2,"zone":[{"id":"z1"},"#;
+                        // The rest is sent once the first row is kept; a client that waits
+                        // for the whole answer gets another row after 2 s.
+                        let rest = async move {
+                            let kept = tokio::time::timeout(
+                                Duration::from_secs(2),
+                                first_row_kept.notified(),
+                            )
+                            .await;
+                            let id = if kept.is_ok() { "z2" } else { "late" };
+                            format!(r#"{{"id":"{id}"}}]}}}}"#)
+                        };
+                        let body = futures::stream::once(async move { head.to_string() })
+                            .chain(futures::stream::once(rest))
+                            .map(Ok::<_, std::io::Error>);
+                        axum::response::Response::new(axum::body::Body::from_stream(body))
+                    }
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let client = Client::new(&settings(format!("http://{addr}/client/api"))).unwrap();
+        #[derive(Debug, serde::Deserialize)]
+        struct Zone {
+            id: String,
+        }
+        let ids: Vec<String> = client
+            .list_map("listZones", "zone", &[], |zone: Zone| {
+                if zone.id == "z1" {
+                    first_row_kept.notify_one();
+                }
+                Some(zone.id)
+            })
+            .await
+            .unwrap();
+        assert_eq!(ids, ["z1", "z2"]);
     }
 
     #[tokio::test]

@@ -14,4 +14,5 @@ pub mod request;
 pub mod response;
 pub mod retry;
 pub mod sign;
+mod streamed;
 pub mod transport;

@@ -4,7 +4,8 @@
 //! plans which pages to fetch together, since some releases answer the rows of the page as
 //! `count` (`listKubernetesClusters` before 4.19.1, apache/cloudstack PR 8701) and a count
 //! read on page 1 is stale once rows are added while later pages are read. Pure bookkeeping and parsing: fetching pages, in parallel and in order,
-//! belongs to the client; an answer that is not a plain page is explained by `response`.
+//! belongs to the client, and reading an answer as it arrives to `streamed`; an answer that
+//! is not a plain page is explained by `response`.
 
 use std::ops::RangeInclusive;
 
@@ -12,7 +13,7 @@ use serde::de::{DeserializeOwned, DeserializeSeed};
 use serde_json::Value;
 
 use super::error::ApiError;
-use super::response::{TREE_BYTES, as_u64, cut, read_response, response_key};
+use super::response::{Held, TREE_BYTES, as_u64, cut, read_answer, response_key};
 use super::transport::RawResponse;
 
 /// Pages read from one list command at most when the server sends no `count`: a server that
@@ -105,7 +106,8 @@ pub struct ListPage<T> {
 /// Reads the HTTP answer to page `page` of list `command`: what `keep` makes of each row under
 /// `item_key` (rows it answers `None` for are dropped), or the [`ApiError`] the answer is.
 /// `page_size` is the one the request asked for, to explain a rejected page size. Public for
-/// the fuzz target.
+/// the fuzz target; an answer still arriving is read by `streamed::read_page`, to the same
+/// result.
 pub fn read_page<T, U, K>(
     command: &str,
     endpoint: &str,
@@ -119,27 +121,63 @@ where
     T: DeserializeOwned,
     K: Fn(T) -> Option<U>,
 {
+    let at = PageOf {
+        command,
+        endpoint,
+        item_key,
+        page,
+        page_size,
+    };
+    let mut stopped = None;
     if raw.status == 200 {
-        match parse_page(&raw.body, &response_key(command), item_key, keep) {
+        let de = serde_json::Deserializer::from_str(&raw.body);
+        match parse_page_from(de, &response_key(command), item_key, keep) {
             Ok(Some(rows)) => return Ok(rows),
-            // Too large for the general reader's tree: where the streamed reading stopped
-            // says what is wrong, and nothing more of the answer is held.
-            Err(e) if raw.body.len() > TREE_BYTES => {
-                return Err(ApiError::Decode {
-                    command: command.to_string(),
-                    detail: cut(&format!(
-                        "page {page} (an answer of {} bytes) is not a list of `{item_key}`: {e}",
-                        raw.body.len()
-                    )),
-                });
-            }
-            _ => {}
+            Ok(None) => {}
+            Err(e) => stopped = Some(e.to_string()),
         }
+    }
+    explain_page(&at, &Held::whole(raw), stopped, keep)
+}
+
+/// Which page of which list an answer is to: what reading it and explaining it need.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PageOf<'a> {
+    pub(super) command: &'a str,
+    pub(super) endpoint: &'a str,
+    pub(super) item_key: &'a str,
+    pub(super) page: u32,
+    /// The one the request asked for, to explain a rejected page size.
+    pub(super) page_size: u32,
+}
+
+/// The page, or the [`ApiError`], an answer is that was not read straight into rows: the
+/// reading `stopped` with an error (what serde_json says of where it stopped), or the answer
+/// was no page (not HTTP 200, or without the response object). Only an answer held whole is
+/// read into a tree to say more.
+pub(super) fn explain_page<T: DeserializeOwned, U>(
+    at: &PageOf<'_>,
+    held: &Held<'_>,
+    stopped: Option<String>,
+    keep: &impl Fn(T) -> Option<U>,
+) -> Result<ListPage<U>, ApiError> {
+    // Too large for the general reader's tree: where the streamed reading stopped says what
+    // is wrong, and nothing more of the answer is held.
+    if let Some(e) = stopped
+        && held.total > TREE_BYTES
+    {
+        return Err(ApiError::Decode {
+            command: at.command.to_string(),
+            detail: cut(&format!(
+                "page {} (an answer of {} bytes) is not a list of `{}`: {e}",
+                at.page, held.total, at.item_key
+            )),
+        });
     }
     // Not a plain page: the general reader tells what it is (an error answer, or what is
     // wrong with the page).
-    let answer = read_response(command, endpoint, page_size, raw)?;
-    page_from_value(command, item_key, page, answer, keep)
+    let answer = read_answer(at.command, at.endpoint, at.page_size, held)?;
+    page_from_value(at.command, at.item_key, at.page, answer, keep)
 }
 
 /// Reads a page from an answer already parsed as JSON, saying which row is wrong if one is.
@@ -187,14 +225,18 @@ fn page_from_value<T: DeserializeOwned, U>(
 /// Reads a list page straight from the body into rows, without building the JSON tree:
 /// `{"<response_key>": {"count": N, "<item_key>": [...]}}`, other keys skipped. `None` for a
 /// JSON object without `<response_key>`, an error where the body stops being a page;
-/// [`page_from_value`] says more of what is wrong with an answer small enough.
-fn parse_page<T: DeserializeOwned, U>(
-    body: &str,
+/// [`page_from_value`] says more of what is wrong with an answer small enough. The body is a
+/// string in memory or a reader of an answer still arriving (`streamed`).
+pub(super) fn parse_page_from<'de, R, T, U>(
+    mut de: serde_json::Deserializer<R>,
     response_key: &str,
     item_key: &str,
     keep: &dyn Fn(T) -> Option<U>,
-) -> Result<Option<ListPage<U>>, serde_json::Error> {
-    let mut de = serde_json::Deserializer::from_str(body);
+) -> Result<Option<ListPage<U>>, serde_json::Error>
+where
+    R: serde_json::de::Read<'de>,
+    T: serde::Deserialize<'de>,
+{
     let seed = page_seed::Envelope {
         response_key,
         item_key,
@@ -205,13 +247,28 @@ fn parse_page<T: DeserializeOwned, U>(
     Ok(page)
 }
 
-/// The serde visitors behind [`parse_page`].
+#[cfg(test)]
+fn parse_page<T: DeserializeOwned, U>(
+    body: &str,
+    response_key: &str,
+    item_key: &str,
+    keep: &dyn Fn(T) -> Option<U>,
+) -> Result<Option<ListPage<U>>, serde_json::Error> {
+    parse_page_from(
+        serde_json::Deserializer::from_str(body),
+        response_key,
+        item_key,
+        keep,
+    )
+}
+
+/// The serde visitors behind [`parse_page_from`].
 mod page_seed {
     use std::fmt;
 
     use serde::Deserialize;
     use serde::de::{
-        DeserializeSeed, Deserializer, Error, IgnoredAny, MapAccess, SeqAccess, Visitor,
+        DeserializeSeed, Deserializer, Error, IgnoredAny, MapAccess, SeqAccess, Unexpected, Visitor,
     };
     use serde_json::Value;
 
@@ -290,10 +347,7 @@ mod page_seed {
             };
             while let Some(key) = map.next_key::<String>()? {
                 if key == "count" {
-                    page.count = match map.next_value::<Value>()? {
-                        Value::Null => None,
-                        value => Some(as_u64(&value).ok_or_else(|| A::Error::custom("count"))?),
-                    };
+                    page.count = map.next_value_seed(Count)?;
                 } else if key == self.item_key {
                     (page.read, page.rows) = map.next_value_seed(Rows { keep: self.keep })?;
                 } else {
@@ -301,6 +355,66 @@ mod page_seed {
                 }
             }
             Ok(page)
+        }
+    }
+
+    /// `count`: a number, or a numeric string as some releases write it. Refused while it is
+    /// read, in serde's words, so that it is named at the same column whether the answer was
+    /// read whole or as it arrived (see `streamed`).
+    struct Count;
+
+    impl<'de> DeserializeSeed<'de> for Count {
+        type Value = Option<u64>;
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Count {
+        type Value = Option<u64>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a count")
+        }
+
+        fn visit_unit<E: Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_u64<E: Error>(self, n: u64) -> Result<Self::Value, E> {
+            Ok(Some(n))
+        }
+
+        fn visit_i64<E: Error>(self, n: i64) -> Result<Self::Value, E> {
+            u64::try_from(n)
+                .map(Some)
+                .map_err(|_| E::invalid_value(Unexpected::Signed(n), &self))
+        }
+
+        fn visit_f64<E: Error>(self, n: f64) -> Result<Self::Value, E> {
+            Err(E::invalid_value(Unexpected::Float(n), &self))
+        }
+
+        fn visit_str<E: Error>(self, s: &str) -> Result<Self::Value, E> {
+            as_u64(&Value::String(s.to_string()))
+                .map(Some)
+                .ok_or_else(|| E::invalid_value(Unexpected::Str(s), &self))
+        }
+
+        // A list or an object is read to its end before it is refused: named after its closing
+        // bracket, which both readers have taken.
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Err(A::Error::invalid_type(Unexpected::Other("a list"), &self))
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Err(A::Error::invalid_type(
+                Unexpected::Other("an object"),
+                &self,
+            ))
         }
     }
 

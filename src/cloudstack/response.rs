@@ -33,29 +33,60 @@ pub fn read_response(
     page_size: u32,
     raw: &RawResponse,
 ) -> Result<Value, ApiError> {
+    read_answer(command, endpoint, page_size, &Held::whole(raw))
+}
+
+/// What is kept of an answer to explain it: its HTTP status, its text, whole when it is at
+/// most [`TREE_BYTES`] long, otherwise its first [`TREE_BYTES`] bytes, and its length.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Held<'a> {
+    pub(super) status: u16,
+    pub(super) text: std::borrow::Cow<'a, str>,
+    pub(super) total: usize,
+}
+
+impl<'a> Held<'a> {
+    pub(super) fn whole(raw: &'a RawResponse) -> Held<'a> {
+        Held {
+            status: raw.status,
+            text: std::borrow::Cow::Borrowed(&raw.body),
+            total: raw.body.len(),
+        }
+    }
+}
+
+/// [`read_response`] of what is held of an answer: only an answer held whole is read into a
+/// tree; of a longer one, its start is quoted.
+pub(super) fn read_answer(
+    command: &str,
+    endpoint: &str,
+    page_size: u32,
+    held: &Held<'_>,
+) -> Result<Value, ApiError> {
     let key = response_key(command);
-    let parsed = if raw.body.len() <= TREE_BYTES {
-        serde_json::from_str::<Value>(&raw.body).map_err(|e| format!("not JSON ({e})"))
+    let text: &str = &held.text;
+    let parsed = if held.total <= TREE_BYTES {
+        serde_json::from_str::<Value>(text).map_err(|e| format!("not JSON ({e})"))
     } else {
         Err(format!(
             "an answer of {} bytes, more than the {TREE_BYTES} bytes read whole",
-            raw.body.len()
+            held.total
         ))
     };
-    if raw.status == 200 {
+    if held.status == 200 {
         let mut body = parsed.map_err(|e| ApiError::Decode {
             command: command.to_string(),
-            detail: format!("{e}: {}", snippet(&raw.body)),
+            detail: format!("{e}: {}", snippet(text)),
         })?;
         return match body.get_mut(&key).map(Value::take) {
             Some(object) => Ok(object),
             None => Err(ApiError::Decode {
                 command: command.to_string(),
-                detail: format!("no `{key}` in {}", snippet(&raw.body)),
+                detail: format!("no `{key}` in {}", snippet(text)),
             }),
         };
     }
-    if raw.status == 401 {
+    if held.status == 401 {
         return Err(ApiError::Unauthorized {
             url: endpoint.to_string(),
             command: command.to_string(),
@@ -71,14 +102,14 @@ pub fn read_response(
     let Some(error) = error else {
         return Err(ApiError::Http {
             command: command.to_string(),
-            status: raw.status,
-            snippet: snippet(&raw.body),
+            status: held.status,
+            snippet: snippet(text),
         });
     };
     let code = error
         .get("errorcode")
         .and_then(as_u16)
-        .unwrap_or(raw.status);
+        .unwrap_or(held.status);
     let text = error.get("errortext").and_then(Value::as_str).unwrap_or("");
     if code == 401 {
         return Err(ApiError::Unauthorized {

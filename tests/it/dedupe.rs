@@ -525,7 +525,8 @@ impl cks_drift::cloudstack::transport::Transport for FailingProbe {
                 Ok(cks_drift::cloudstack::transport::RawResponse {
                     status: 530,
                     body: body.into(),
-                })
+                }
+                .into())
             });
         }
         self.0.send(request)

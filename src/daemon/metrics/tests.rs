@@ -58,7 +58,8 @@ impl Transport for Canned {
                         "{{\"{key}\":{{\"errorcode\":431,\"cserrorcode\":4350,\"errortext\":\"no\"}}}}"
                     ),
                 }
-            })
+            }
+            .into())
         })
     }
 }

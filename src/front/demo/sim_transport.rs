@@ -35,7 +35,8 @@ impl Transport for SimTransport {
             Ok(RawResponse {
                 status: answer.status,
                 body: answer.body,
-            })
+            }
+            .into())
         })
     }
 }
@@ -61,6 +62,7 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
+    use crate::cloudstack::transport::Answer;
 
     #[tokio::test]
     async fn answers_in_memory_with_the_first_value_of_a_repeated_name() {
@@ -80,6 +82,9 @@ mod tests {
             })
             .await
             .unwrap();
+        let Answer::Whole(response) = response else {
+            panic!("{response:?}");
+        };
         assert_eq!(response.status, 200);
         let v: Value = serde_json::from_str(&response.body).unwrap();
         assert_eq!(v["listkubernetesclustersresponse"]["count"], 1);
@@ -97,12 +102,12 @@ mod tests {
             })
             .await
             .unwrap();
-        assert_eq!(
-            response,
-            RawResponse {
+        assert!(
+            matches!(&response, Answer::Whole(raw) if *raw == RawResponse {
                 status: 503,
                 body: "<html>busy</html>".into()
-            }
+            }),
+            "{response:?}"
         );
     }
 
