@@ -297,7 +297,7 @@ pub fn step(
         .iter()
         .filter(|c| c.coverage != Coverage::None)
         .count();
-    announce::forget_old_raises(state, now);
+    caps::forget_old_raises(state, now);
     let mut q = Queue {
         state,
         pending: &mut pending,
@@ -346,7 +346,7 @@ fn step_cluster(
     take_back(&mut q, &c.id, &entry, &changes.resolved, settings, now);
     if settings.alerts && !changes.resolved.is_empty() {
         let open: BTreeSet<&String> = entry.vms.keys().chain(entry.nodes.keys()).collect();
-        archive_summaries(&mut q, &c.id, &open);
+        summaries::archive_summaries(&mut q, &c.id, &open);
     }
     for side in changes.matches_again {
         let description = format!(
@@ -577,16 +577,6 @@ fn take_back(
     }
 }
 
-/// Queues the archive of the cluster's summary alerts none of whose keys is in `open`.
-fn archive_summaries(q: &mut Queue<'_>, cluster_id: &str, open: &BTreeSet<&String>) {
-    for key in summaries_to_archive(q.state, cluster_id, open) {
-        q.push(Notification::ArchiveAlert {
-            cluster_id: cluster_id.to_string(),
-            key,
-        });
-    }
-}
-
 /// Every open finding of a cluster, sorted by kind, then key.
 fn open_findings(entry: &ClusterState) -> Vec<Mismatch> {
     let mut open: Vec<Mismatch> = entry
@@ -624,7 +614,7 @@ fn close_gone(
         let mut q = Queue { state, pending };
         take_back(&mut q, &id, &entry, &keys, settings, now);
         if settings.alerts {
-            archive_summaries(&mut q, &id, &BTreeSet::new());
+            summaries::archive_summaries(&mut q, &id, &BTreeSet::new());
         }
         if !keys.is_empty() {
             let description = format!(
@@ -689,73 +679,8 @@ fn close(q: &mut Queue<'_>, cluster_id: &str, key: &str, settings: &StepSettings
     }
 }
 
-/// Whether a summary alert of the cluster is recorded, or queued, and not being archived.
-fn has_open_summary(state: &State, cluster_id: &str) -> bool {
-    let prefix = format!("{cluster_id}/");
-    let archiving = |key: &str| {
-        state.outbox.iter().any(|o| {
-            matches!(&o.notification, Notification::ArchiveAlert { cluster_id: c, key: k }
-                if c == cluster_id && k == key)
-        })
-    };
-    let recorded = state.alerts.iter().any(|(rk, r)| {
-        rk.strip_prefix(&prefix)
-            .is_some_and(|key| !r.covers.is_empty() && !archiving(key))
-    });
-    recorded
-        || state.outbox.iter().any(|o| match &o.notification {
-            Notification::RaiseAlert {
-                cluster_id: c,
-                key,
-                covers,
-                ..
-            } => c == cluster_id && !covers.is_empty() && !archiving(key),
-            _ => false,
-        })
-}
-
-/// Summary alerts of a cluster (recorded or still queued) none of whose keys is open.
-fn summaries_to_archive(state: &State, cluster_id: &str, open: &BTreeSet<&String>) -> Vec<String> {
-    let prefix = format!("{cluster_id}/");
-    let mut out: Vec<String> = state
-        .alerts
-        .iter()
-        .filter(|(rk, r)| {
-            rk.starts_with(&prefix)
-                && !r.covers.is_empty()
-                && r.covers.iter().all(|k| !open.contains(k))
-        })
-        .map(|(rk, _)| rk[prefix.len()..].to_string())
-        .collect();
-    for o in &state.outbox {
-        if let Notification::RaiseAlert {
-            cluster_id: cid,
-            key,
-            covers,
-            ..
-        } = &o.notification
-            && cid == cluster_id
-            && !covers.is_empty()
-            && covers.iter().all(|k| !open.contains(k))
-            && !out.contains(key)
-        {
-            out.push(key.clone());
-        }
-    }
-    // Do not queue the same archive twice.
-    out.retain(|key| {
-        !state.outbox.iter().any(|o| match &o.notification {
-            Notification::ArchiveAlert {
-                cluster_id: cid,
-                key: k,
-            } => cid == cluster_id && k == key,
-            _ => false,
-        })
-    });
-    out
-}
-
-mod announce;
+mod caps;
 mod storm;
+mod summaries;
 #[cfg(test)]
 mod tests;

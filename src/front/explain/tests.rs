@@ -1,5 +1,6 @@
 //! Finding the cluster asked for.
 use super::*;
+use crate::cloudstack::model::KubernetesCluster;
 
 fn cluster(id: &str, name: &str) -> KubernetesCluster {
     serde_json::from_value(serde_json::json!({"id": id, "name": name, "state": "Running"})).unwrap()

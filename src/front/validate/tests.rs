@@ -3,7 +3,11 @@
 
 use std::os::unix::fs::PermissionsExt;
 
+use super::files::readable_by_strangers;
+use super::ssh::{listed, login_cluster};
 use super::*;
+use crate::cloudstack::model::KubernetesCluster;
+use crate::config::{DEFAULT_COMMAND, secret_file};
 
 fn no_env(_: &str) -> Option<String> {
     None

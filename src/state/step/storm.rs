@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::announce::{Budget, announce, catch_up};
+use super::caps::{Budget, announce, catch_up};
 use super::{Queue, StepSettings, StormChange};
 use crate::base::time::Timestamp;
 use crate::diff::Mismatch;

@@ -6,7 +6,8 @@
 use std::collections::{HashMap, HashSet};
 
 use super::storm::tenant_of;
-use super::{Queue, StepSettings, has_open_summary};
+use super::summaries::has_open_summary;
+use super::{Queue, StepSettings};
 use crate::base::time::Timestamp;
 use crate::diff::Mismatch;
 use crate::diff::wording::{alert_description, annotation_text, summary_description};

@@ -1,0 +1,118 @@
+//! Settings that work but are risky or probably not meant: connections in clear or trusting
+//! whoever answers, Alertmanager's, and those that tell too soon or too much.
+
+use std::time::Duration;
+
+use super::command::command_warnings;
+use super::{Finding, Raw};
+use crate::config::parse_duration;
+
+/// Grace periods shorter than this are warned about.
+pub const SHORT_GRACE: Duration = Duration::from_secs(5 * 60);
+
+/// Settings that work but are risky or probably not meant.
+pub(super) fn setting_warnings(raw: &Raw<'_>) -> Vec<Finding> {
+    let mut out = exposure_warnings(raw);
+    out.extend(alertmanager_warnings(raw));
+    out.extend(noise_warnings(raw));
+    out.extend(command_warnings(raw));
+    out
+}
+
+/// Connections that trust whoever answers or travel in clear: to CloudStack, its database
+/// and the control nodes.
+fn exposure_warnings(raw: &Raw<'_>) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if raw
+        .value("cloudstack.insecure")
+        .and_then(toml::Value::as_bool)
+        == Some(true)
+    {
+        out.push(Finding::warning(
+            "cloudstack.insecure",
+            "is true: the management server's certificate is not verified, so anything between \
+             this host and it can pose as CloudStack; set cloudstack.ca_file to the CA that \
+             signed its certificate and remove insecure",
+        ));
+    }
+    if raw
+        .str("cloudstack.url")
+        .is_some_and(|u| u.trim().to_ascii_lowercase().starts_with("http://"))
+    {
+        out.push(Finding::warning(
+            "cloudstack.url",
+            crate::config::PLAIN_HTTP,
+        ));
+    }
+    if let Some(url) = raw.str("database.url")
+        && raw.value("database.tls").and_then(toml::Value::as_bool) == Some(false)
+        && let Ok((host, ..)) = crate::config::parse_database_url(url.trim())
+        && !crate::config::is_loopback(&host)
+    {
+        out.push(Finding::warning(
+            "database.tls",
+            crate::config::database_in_clear(&host),
+        ));
+    }
+    if raw.str("ssh.host_key_policy") == Some("off") {
+        out.push(Finding::warning(
+            "ssh.host_key_policy",
+            crate::config::HOST_KEYS_OFF,
+        ));
+    }
+    out
+}
+
+/// The risks `notify::alertmanager` sees in `[alertmanager]`, when the file has one.
+fn alertmanager_warnings(raw: &Raw<'_>) -> Vec<Finding> {
+    if !raw.0.get("alertmanager").is_some_and(toml::Value::is_table) {
+        return Vec::new();
+    }
+    let urls: Vec<&str> = raw
+        .value("alertmanager.urls")
+        .and_then(toml::Value::as_array)
+        .map(|a| a.iter().filter_map(toml::Value::as_str).collect())
+        .unwrap_or_default();
+    let credentials = [
+        "alertmanager.username",
+        "alertmanager.password_file",
+        "alertmanager.bearer_token_file",
+    ]
+    .iter()
+    .any(|key| raw.value(key).is_some());
+    let insecure = raw
+        .value("alertmanager.insecure")
+        .and_then(toml::Value::as_bool)
+        == Some(true);
+    crate::notify::alertmanager::risks(&urls, credentials, insecure)
+        .into_iter()
+        .map(|(key, message)| Finding::warning(key, message))
+        .collect()
+}
+
+/// Settings that tell too soon or too much: a short grace period, storms turned off.
+fn noise_warnings(raw: &Raw<'_>) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if let Some(text) = raw.str("check.grace_period")
+        && let Ok(grace) = parse_duration(text)
+        && grace < SHORT_GRACE
+    {
+        out.push(Finding::warning(
+            "check.grace_period",
+            format!(
+                "is {text:?}, under 5 minutes: VMs of a cluster being created, scaled or upgraded \
+                 may be reported before the operation ends; use at least \"5m\" (the default is \
+                 \"15m\")"
+            ),
+        ));
+    }
+    if raw.str("notify.storm_clusters").map(str::trim) == Some("off") {
+        out.push(Finding::warning(
+            "notify.storm_clusters",
+            "is \"off\": every finding is alerted on its own however many come at once, so one \
+             outage (storage, network, SSH across the cloud) sends an alert and an annotation per \
+             finding; the default \"20%\" sends one storm alert instead",
+        ));
+    }
+    out
+}
