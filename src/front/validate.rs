@@ -12,6 +12,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::base::duration::parse_duration;
 use crate::base::untrusted::{controls_escaped, escaped, shown};
 use crate::cloudstack::client::{Client, ClientOptions};
 use crate::cloudstack::http::{HttpTransport, read_ca_bundle};
@@ -19,7 +20,7 @@ use crate::cloudstack::model::KubernetesCluster;
 use crate::cloudstack::release::Release;
 use crate::cloudstack::retry::RetryPolicy;
 use crate::config::secret_file;
-use crate::config::{Config, ConfigError, DEFAULT_COMMAND, parse_duration};
+use crate::config::{Config, ConfigError, DEFAULT_COMMAND};
 use crate::daemon::listen::{PassedError, PassedFd, passed_fds};
 use crate::engine::diagnose;
 use crate::remote::NodeLister;
