@@ -215,4 +215,6 @@ impl Config {
 }
 
 #[cfg(test)]
+mod listed;
+#[cfg(test)]
 mod tests;
