@@ -12,7 +12,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use cks_drift::config::{Config, ConfigError, KIND_NAMES, is_uuid, parse_database_url};
+use cks_drift::base::id::is_uuid;
+use cks_drift::config::{Config, ConfigError, KIND_NAMES, parse_database_url};
 use libfuzzer_sys::fuzz_target;
 
 /// What the environment gives for each secret when byte 0 asks for it.

@@ -13,8 +13,9 @@
 
 use std::path::Path;
 
+use cks_drift::base::id::is_uuid;
 use cks_drift::base::time::Timestamp;
-use cks_drift::config::{Config, IgnoreRule, is_uuid, parse_expiry};
+use cks_drift::config::{Config, IgnoreRule, parse_expiry};
 use cks_drift::diff::{Mismatch, MismatchKind, Subject, VmRef};
 use cks_drift::state::ignore::{expiry_warnings, first_match, matches};
 use libfuzzer_sys::fuzz_target;

@@ -168,7 +168,7 @@ pub async fn read<T: Send + 'static>(
     let mut asked: Vec<&str> = known
         .iter()
         .copied()
-        .filter(|id| !mapped.contains(&super::map::Uuid::new(id)) && crate::config::is_uuid(id))
+        .filter(|id| !mapped.contains(&super::map::Uuid::new(id)) && crate::base::id::is_uuid(id))
         .collect();
     asked.sort_unstable();
     for chunk in asked.chunks(UUIDS_PER_QUERY) {

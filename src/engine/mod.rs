@@ -315,7 +315,7 @@ fn warn_plain_transport(config: &Config) {
     }
     if let Some(db) = &config.database
         && !db.tls
-        && !crate::config::is_loopback(&db.host)
+        && !crate::base::net::is_loopback(&db.host)
     {
         tracing::warn!(
             "database.tls {}",

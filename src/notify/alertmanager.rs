@@ -121,7 +121,7 @@ impl Alertmanager {
         let deadline = Instant::now() + self.timeout;
         let url = format!("{base}/api/v2/alerts");
         // Config refuses credentials inside the URL; a URL is still never shown with them.
-        let shown_url = crate::config::redacted_url(&url).into_owned();
+        let shown_url = crate::base::net::redacted_url(&url).into_owned();
         let mut request = self.http.post(&url).json(alerts);
         request = match &self.auth {
             AlertmanagerAuth::None => request,
@@ -196,7 +196,7 @@ pub fn risks(urls: &[&str], credentials: bool, insecure: bool) -> Vec<(&'static 
                          password_file (or bearer_token_file) are set: the credentials travel in \
                          clear with every post, for anything on the way to read and reuse; use \
                          https:// (with alertmanager.ca_file for a private CA)",
-                        crate::config::redacted_url(url.trim())
+                        crate::base::net::redacted_url(url.trim())
                     ),
                 ));
             }
@@ -215,7 +215,7 @@ pub fn risks(urls: &[&str], credentials: bool, insecure: bool) -> Vec<(&'static 
 }
 
 fn is_loopback(url: &reqwest::Url) -> bool {
-    crate::config::is_loopback(url.host_str().unwrap_or_default())
+    crate::base::net::is_loopback(url.host_str().unwrap_or_default())
 }
 
 /// One alert as the v2 API takes it.

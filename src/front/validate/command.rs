@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use super::{Finding, Raw};
-use crate::config::{DEFAULT_COMMAND, parse_duration};
+use crate::base::duration::parse_duration;
+use crate::config::DEFAULT_COMMAND;
 use crate::remote::ssh::remote_command;
 
 /// What `ssh.command` (or the default) lists too little of, or needs a shell for.

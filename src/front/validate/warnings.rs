@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::command::command_warnings;
 use super::{Finding, Raw};
-use crate::config::parse_duration;
+use crate::base::duration::parse_duration;
 
 /// Grace periods shorter than this are warned about.
 pub const SHORT_GRACE: Duration = Duration::from_secs(5 * 60);
