@@ -41,8 +41,8 @@ pub enum KeyError {
     Encrypted { path: PathBuf },
 }
 
-/// Loads an unencrypted private key as [`SshNodeLister::new`](super::SshNodeLister::new) does, to check that it is
-/// usable without building a lister.
+/// Loads an unencrypted private key as [`SshNodeLister::new`](super::SshNodeLister::new) does, to
+/// check that it is usable without building a lister.
 pub fn load_private_key(path: &Path) -> Result<PrivateKey, KeyError> {
     let bytes = std::fs::read(path).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
