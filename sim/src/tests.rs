@@ -670,10 +670,14 @@ fn annotations_round_trip_on_clusters() {
     );
     let (status, _) = call(&sim, "removeAnnotation", &[("id", "never-existed")]);
     assert_eq!(status, 530);
+    added_annotations_are_checked_as_cloudstack_checks_them(&sim, &c);
+    annotations_by_id_and_of_a_destroyed_cluster(&sim, &c);
+}
 
+fn added_annotations_are_checked_as_cloudstack_checks_them(sim: &Sim, c: &str) {
     // The root admin's annotation is stored without looking the entity up.
     let (status, v) = call(
-        &sim,
+        sim,
         "addAnnotation",
         &[
             ("entitytype", "KUBERNETES_CLUSTER"),
@@ -688,11 +692,11 @@ fn annotations_round_trip_on_clusters() {
             .is_none()
     );
     let (status, v) = call(
-        &sim,
+        sim,
         "addAnnotation",
         &[
             ("entitytype", "kubernetes_cluster"),
-            ("entityid", &c),
+            ("entityid", c),
             ("annotation", "a"),
         ],
     );
@@ -701,22 +705,22 @@ fn annotations_round_trip_on_clusters() {
         v["addannotationresponse"]["errortext"],
         "'kubernetes_cluster' is not a valid EntityType to put annotations on"
     );
-    let (status, v) = call(&sim, "addAnnotation", &[("entitytype", "VM")]);
+    let (status, v) = call(sim, "addAnnotation", &[("entitytype", "VM")]);
     assert_eq!(status, 530);
     assert_eq!(
         v["addannotationresponse"]["errortext"],
         "I have to have an entity to set an annotation on!"
     );
-    let (_, v) = call(&sim, "addAnnotation", &[("entityid", &c)]);
+    let (_, v) = call(sim, "addAnnotation", &[("entityid", c)]);
     assert_eq!(v["addannotationresponse"]["errortext"], "Name is null");
     // 255 UTF-16 units at most.
     let long = format!("{}😀", "a".repeat(254));
     let (status, v) = call(
-        &sim,
+        sim,
         "addAnnotation",
         &[
             ("entitytype", "KUBERNETES_CLUSTER"),
-            ("entityid", &c),
+            ("entityid", c),
             ("annotation", &long),
         ],
     );
@@ -725,14 +729,16 @@ fn annotations_round_trip_on_clusters() {
         v["addannotationresponse"]["errortext"],
         "Unable to execute API command addannotation due to invalid value. Value greater than max allowed length 255 for param: annotation"
     );
+}
 
+fn annotations_by_id_and_of_a_destroyed_cluster(sim: &Sim, c: &str) {
     // `listAnnotations id=` answers only with the creator's `userid`.
     let (_, v) = call(
-        &sim,
+        sim,
         "addAnnotation",
         &[
             ("entitytype", "KUBERNETES_CLUSTER"),
-            ("entityid", &c),
+            ("entityid", c),
             ("annotation", "kept"),
             ("adminsonly", "true"),
         ],
@@ -741,24 +747,24 @@ fn annotations_round_trip_on_clusters() {
         .as_str()
         .unwrap()
         .to_string();
-    let (_, v) = call(&sim, "listAnnotations", &[("id", &kept)]);
+    let (_, v) = call(sim, "listAnnotations", &[("id", &kept)]);
     assert_eq!(v["listannotationsresponse"].get("count"), None);
     let user = sim.with_world(|w| w.admin_user_id.clone());
-    let (_, v) = call(&sim, "listAnnotations", &[("id", &kept), ("userid", &user)]);
+    let (_, v) = call(sim, "listAnnotations", &[("id", &kept), ("userid", &user)]);
     assert_eq!(v["listannotationsresponse"]["count"], 1);
-    let (status, _) = call(&sim, "listAnnotations", &[("id", &kept), ("entityid", &c)]);
+    let (status, _) = call(sim, "listAnnotations", &[("id", &kept), ("entityid", c)]);
     assert_eq!(status, 431);
     // An unknown entity type is no error for the root admin; it matches nothing.
-    let (status, v) = call(&sim, "listAnnotations", &[("entitytype", "NOPE")]);
+    let (status, v) = call(sim, "listAnnotations", &[("entitytype", "NOPE")]);
     assert_eq!(status, 200);
     assert_eq!(v["listannotationsresponse"].get("count"), None);
 
     // Destroying the cluster removes its annotations.
-    sim.with_world(|w| w.destroy_cluster(&c));
+    sim.with_world(|w| w.destroy_cluster(c));
     let (_, v) = call(
-        &sim,
+        sim,
         "listAnnotations",
-        &[("entitytype", "KUBERNETES_CLUSTER"), ("entityid", &c)],
+        &[("entitytype", "KUBERNETES_CLUSTER"), ("entityid", c)],
     );
     assert_eq!(v["listannotationsresponse"].get("count"), None, "{v}");
 }

@@ -38,12 +38,6 @@ pub use notify::{
 pub use ssh::{DEFAULT_COMMAND, DEFAULT_KNOWN_HOSTS, HOST_KEYS_OFF, HostKeyPolicy, SshSettings};
 pub use state::{DEFAULT_STATE_PATH, StateSettings};
 
-// Still called by their old path in `inventory`, `state::ignore`, `front::explain` and
-// `front::validate`, whose files are being split; they live in `base`.
-pub use crate::base::duration::human_duration;
-pub use crate::base::id::is_uuid;
-pub use crate::base::net::is_loopback;
-
 /// A secret value (API key, secret key). `Debug` and `Display` never show it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);

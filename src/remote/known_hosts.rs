@@ -301,7 +301,7 @@ fn create_folder(path: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remote::ssh::tests::{ED25519_A, ED25519_B};
+    use crate::remote::ssh::host_key::tests::{ED25519_A, ED25519_B};
 
     // Public host keys only (from ssh-keygen); no secrets here.
     const ECDSA: &str = "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBOx9cjBklFljEgkQFNiQafTwIZql2FpAcBSkIuWkN2ToZaJ57mM6bscSr2f7yzCMk/MvIZynPyfaoYXYHsrClsg=";

@@ -47,7 +47,7 @@ pub fn matches(
     // VM like another VM's id.
     let vm = rule.vm.as_deref().is_none_or(|want| {
         m.vm().is_some_and(|vm| {
-            if crate::config::is_uuid(want) {
+            if crate::base::id::is_uuid(want) {
                 vm.id.eq_ignore_ascii_case(want)
             } else {
                 vm.name

@@ -59,7 +59,9 @@ fn header_text(e: &Explanation) -> String {
         format!(
             "{how}, at {}, grace period {}",
             e.at,
-            crate::config::human_duration(std::time::Duration::from_secs(e.grace_period_seconds))
+            crate::base::duration::human_duration(std::time::Duration::from_secs(
+                e.grace_period_seconds
+            ))
         ),
     );
     out

@@ -101,7 +101,7 @@ impl<'a> VmVerdicts<'a> {
                     .collect()
             }),
             mapped_elsewhere: &snap.mapped_elsewhere,
-            grace: crate::config::human_duration(policy.grace_period),
+            grace: crate::base::duration::human_duration(policy.grace_period),
         }
     }
 

@@ -47,7 +47,7 @@ fn exposure_warnings(raw: &Raw<'_>) -> Vec<Finding> {
     if let Some(url) = raw.str("database.url")
         && raw.value("database.tls").and_then(toml::Value::as_bool) == Some(false)
         && let Ok((host, ..)) = crate::config::parse_database_url(url.trim())
-        && !crate::config::is_loopback(&host)
+        && !crate::base::net::is_loopback(&host)
     {
         out.push(Finding::warning(
             "database.tls",
