@@ -1014,7 +1014,9 @@ async fn the_endpoint_is_served_on_the_socket_systemd_passes() {
     let log = daemon.log();
     assert!(
         log.contains(&format!(
-            "the endpoint is served on the socket systemd passed; http.listen is not used \
+            "WARN cks_drift::daemon::listen: the endpoint is served on the socket systemd \
+             passed, not on http.listen: set ListenStream= of cks-drift.socket to http.listen's \
+             address (systemctl edit cks-drift.socket), or disable the socket unit \
              address=127.0.0.1:{port} http_listen=127.0.0.1:{configured}\n"
         )),
         "{log}"
