@@ -160,7 +160,8 @@ pub(super) fn forget_old_raises(state: &mut State, now: Timestamp) {
 /// a CloudStack event too (the summary alert names the rest). All the clusters of one tenant
 /// hold at most `owner_alert_cap` alerts (summaries included) and as many annotations, and
 /// are raised at most `owner_alerts_per_hour` of each in any hour; past either, findings are
-/// in the event log and the report only, the tenant's last alert summing up the rest.
+/// in the event log and the report, the tenant's last alert summing up the rest of the
+/// cluster, and an alert that did not fit waits for room (`catch_up`).
 pub(super) fn announce(
     q: &mut Queue<'_>,
     budget: &mut Budget,
