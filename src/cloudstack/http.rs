@@ -10,8 +10,10 @@ use reqwest::header::CONTENT_TYPE;
 
 use super::error::ApiError;
 use super::request::{ApiRequest, Signed};
+use futures::StreamExt;
+
 use super::transport::{
-    Answer, Chunks, StreamedResponse, Transport, TransportError, TransportFuture,
+    Answer, Chunks, RawResponse, StreamedResponse, Transport, TransportError, TransportFuture,
 };
 use crate::base::time::Timestamp;
 use crate::config::{CloudStackSettings, Secret};
@@ -88,12 +90,34 @@ impl HttpTransport {
             .await
             .map_err(|e| transport_error(&self.url, self.timeout, e))?;
         let status = response.status().as_u16();
+        // An answer that ends within WHOLE_MAX (every page CloudStack sends: a few MB at
+        // most) is read whole and parsed from memory, which costs a fraction of the CPU of
+        // reading it as a stream; past that, it goes on as a stream, so that a huge one is
+        // never held.
+        let mut body: Vec<u8> = Vec::new();
+        let mut rest = chunks(response, self.url.clone(), self.timeout);
+        while body.len() <= WHOLE_MAX {
+            match rest.next().await {
+                Some(chunk) => body.extend_from_slice(&chunk?),
+                None => {
+                    // Valid UTF-8 (every answer CloudStack sends) becomes the string without
+                    // a copy.
+                    let body = String::from_utf8(body)
+                        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+                    return Ok(Answer::Whole(RawResponse { status, body }));
+                }
+            }
+        }
+        let read = futures::stream::once(async move { Ok(body) });
         Ok(Answer::Streamed(StreamedResponse {
             status,
-            chunks: chunks(response, self.url.clone(), self.timeout),
+            chunks: Box::pin(read.chain(rest)),
         }))
     }
 }
+
+/// The most of an answer read whole before the rest is read as a stream.
+pub const WHOLE_MAX: usize = 4 * 1024 * 1024;
 
 /// The body of `response` as it arrives, ended by [`TransportError::TooLarge`] once it goes
 /// past [`MAX_BODY`]: the reader decides what to hold of it, and the bound holds whatever it
@@ -327,8 +351,9 @@ mod tests {
 
     /// A small answer read to its end.
     async fn whole(answer: Answer) -> crate::cloudstack::transport::RawResponse {
-        let Answer::Streamed(answer) = answer else {
-            panic!("{answer:?}");
+        let answer = match answer {
+            Answer::Whole(raw) => return raw,
+            Answer::Streamed(answer) => answer,
         };
         let mut body = Vec::new();
         let mut chunks = answer.chunks;
@@ -475,7 +500,12 @@ mod tests {
                 move || {
                     let first_row_kept = first_row_kept.clone();
                     async move {
-                        let head = r#"{"listzonesresponse":{"count":2,"zone":[{"id":"z1"},"#;
+                        // Past WHOLE_MAX (spaces before the JSON), so that it is streamed.
+                        let head = format!(
+                            "{}{}",
+                            " ".repeat(WHOLE_MAX + 1),
+                            r#"{"listzonesresponse":{"count":2,"zone":[{"id":"z1"},"#
+                        );
                         // The rest is sent once the first row is kept; a client that waits
                         // for the whole answer gets another row after 2 s.
                         let rest = async move {
@@ -487,7 +517,7 @@ mod tests {
                             let id = if kept.is_ok() { "z2" } else { "late" };
                             format!(r#"{{"id":"{id}"}}]}}}}"#)
                         };
-                        let body = futures::stream::once(async move { head.to_string() })
+                        let body = futures::stream::once(async move { head })
                             .chain(futures::stream::once(rest))
                             .map(Ok::<_, std::io::Error>);
                         axum::response::Response::new(axum::body::Body::from_stream(body))
