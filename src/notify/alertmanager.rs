@@ -272,10 +272,7 @@ pub fn firing(state: &State, ends_at: Timestamp, caps: FiringCaps) -> Vec<Value>
         }
         // The oldest keep firing as newer ones come, so that the alerts posted stay the same.
         open.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-        let tenant = c
-            .owner_id
-            .clone()
-            .unwrap_or_else(|| format!("cluster:{id}"));
+        let tenant = c.tenant(id);
         let spent = used.entry(tenant).or_default();
         let cap = caps
             .per_cluster

@@ -156,7 +156,19 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+/// The tenant a cluster's findings count toward: its owner's key (`Owner::key`), or for a
+/// cluster of unknown owner, the cluster itself.
+pub fn tenant(owner_id: Option<&str>, cluster_id: &str) -> String {
+    owner_id.map_or_else(|| format!("cluster:{cluster_id}"), str::to_string)
+}
+
 impl ClusterState {
+    /// The tenant its findings count toward (`Owner::key`); a cluster of unknown owner is a
+    /// tenant of its own. Storms, caps and Alertmanager's caps all count by it.
+    pub fn tenant(&self, cluster_id: &str) -> String {
+        tenant(self.owner_id.as_deref(), cluster_id)
+    }
+
     pub fn side(&self, side: Side) -> &BTreeMap<String, Reported> {
         match side {
             Side::Vms => &self.vms,

@@ -14,11 +14,11 @@ use crate::state::{Level, Notification, STORM_SCOPE, State, Storm, record_key, s
 /// The tenant a cluster's findings count toward (`Owner::key`); a cluster of unknown owner
 /// is a tenant of its own.
 pub(super) fn tenant_of(state: &State, cluster_id: &str) -> String {
-    state
+    let owner = state
         .clusters
         .get(cluster_id)
-        .and_then(|c| c.owner_id.clone())
-        .unwrap_or_else(|| format!("cluster:{cluster_id}"))
+        .and_then(|c| c.owner_id.as_deref());
+    crate::state::tenant(owner, cluster_id)
 }
 
 /// The tenants a storm holds, given how many clusters of each have findings not yet told
