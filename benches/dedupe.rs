@@ -10,11 +10,15 @@ use cks_drift::state::step::{Coverage, Observed, StepSettings, step};
 
 fn observed(findings: usize) -> Vec<Observed> {
     vec![Observed {
+        cluster: cks_drift::snapshot::ClusterIdentity {
+            id: "c1".into(),
+            name: "web".into(),
+            zone_id: Some("z1".into()),
+            owner: None,
+            owner_id: None,
+        },
         blind_reason: None,
         listed: true,
-        id: "c1".into(),
-        name: "web".into(),
-        zone_id: Some("z1".into()),
         coverage: Coverage::Full,
         mismatches: (0..findings)
             .map(|i| Mismatch {
@@ -24,8 +28,6 @@ fn observed(findings: usize) -> Vec<Observed> {
             .collect(),
         mapped: vec![],
         expected_vms: 3,
-        owner: None,
-        owner_id: None,
         ignored: Default::default(),
     }]
 }

@@ -221,11 +221,13 @@ mod tests {
 
     fn outcome(mismatches: usize) -> ClusterOutcome {
         ClusterOutcome {
-            id: "c".into(),
-            name: "c".into(),
-            zone_id: None,
-            owner: None,
-            owner_id: None,
+            cluster: crate::snapshot::ClusterIdentity {
+                id: "c".into(),
+                name: "c".into(),
+                zone_id: None,
+                owner: None,
+                owner_id: None,
+            },
             ignored: Default::default(),
             status: ClusterStatus::Checked,
             skip: None,

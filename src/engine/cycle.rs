@@ -16,7 +16,7 @@ use crate::cloudstack::client::Client;
 use crate::diff::{Mismatch, Policy, diff};
 use crate::inventory::assemble::{Verdict, assemble};
 use crate::remote::NodeLister;
-use crate::snapshot::PreviousMap;
+use crate::snapshot::{ClusterIdentity, PreviousMap};
 
 pub use crate::inventory::assemble::SkipKind;
 pub use crate::inventory::{CycleError, MapSource};
@@ -62,13 +62,8 @@ impl ClusterStatus {
 /// One cluster's result.
 #[derive(Debug, Clone)]
 pub struct ClusterOutcome {
-    pub id: String,
-    pub name: String,
-    pub zone_id: Option<String>,
-    /// Who owns it: the project's name, or the account's.
-    pub owner: Option<String>,
-    /// The owner, unique in the cloud (`Owner::key`).
-    pub owner_id: Option<String>,
+    /// Who it is, as assembled.
+    pub cluster: ClusterIdentity,
     pub status: ClusterStatus,
     pub skip: Option<SkipKind>,
     /// Why it was skipped or only partly checked.
@@ -148,11 +143,7 @@ fn outcome(
     now: Timestamp,
 ) -> ClusterOutcome {
     let mut outcome = ClusterOutcome {
-        id: a.id,
-        name: a.name,
-        zone_id: a.zone_id,
-        owner: a.owner,
-        owner_id: a.owner_id,
+        cluster: a.cluster,
         status: ClusterStatus::Skipped,
         skip: None,
         reason: None,
@@ -178,7 +169,7 @@ fn outcome(
             }
             outcome.mismatches = diff(&snapshot, policy, now);
             for m in &outcome.mismatches {
-                debug!(cluster = %outcome.name, kind = m.kind.as_str(), key = %m.key(), "mismatch");
+                debug!(cluster = %outcome.cluster.name, kind = m.kind.as_str(), key = %m.key(), "mismatch");
             }
         }
     }
@@ -292,7 +283,7 @@ mod tests {
                     .iter()
                     .map(|m| (m.kind, m.vm().map(|v| v.id.as_str()).or(m.node())))
                     .collect();
-                (c.name.as_str(), c.status, kinds)
+                (c.cluster.name.as_str(), c.status, kinds)
             })
             .collect();
         assert_eq!(
@@ -430,7 +421,7 @@ mod tests {
         let statuses: Vec<(&str, ClusterStatus, Option<&str>)> = report
             .clusters
             .iter()
-            .map(|c| (c.name.as_str(), c.status, c.reason.as_deref()))
+            .map(|c| (c.cluster.name.as_str(), c.status, c.reason.as_deref()))
             .collect();
         let late =
             "nodes not listed: the node listing did not finish within the cycle's deadline of 40s";

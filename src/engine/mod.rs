@@ -294,8 +294,11 @@ async fn forget_unlisted(lister: &dyn NodeLister, report: &CycleReport) {
     if report.clusters.is_empty() {
         return;
     }
-    let listed: std::collections::HashSet<String> =
-        report.clusters.iter().map(|c| c.id.clone()).collect();
+    let listed: std::collections::HashSet<String> = report
+        .clusters
+        .iter()
+        .map(|c| c.cluster.id.clone())
+        .collect();
     lister.forget_unlisted(&listed).await;
 }
 
@@ -402,7 +405,13 @@ fn mark_ignored(
             .mismatches
             .iter()
             .filter_map(|m| {
-                let rule = crate::state::ignore::first_match(rules, &c.id, &c.name, m, now)?;
+                let rule = crate::state::ignore::first_match(
+                    rules,
+                    &c.cluster.id,
+                    &c.cluster.name,
+                    m,
+                    now,
+                )?;
                 Some((
                     m.key().to_string(),
                     format!("rule {}: {}", rule.number, rule.reason),
@@ -439,12 +448,12 @@ fn decide(
     now: Timestamp,
 ) -> NewKeys {
     let observed = observe(report, rules, now);
-    let outcome = step(state, &observed, settings, now);
+    let mut outcome = step(state, &observed, settings, now);
     // With a state, the report lists every open finding, kept ones included, and
     // those an `[[ignore]]` rule matches with its reason.
     for c in &mut report.clusters {
-        c.mismatches = outcome.open.get(&c.id).cloned().unwrap_or_default();
-        c.ignored = ignored_of(state, &c.id);
+        c.mismatches = outcome.open.remove(&c.cluster.id).unwrap_or_default();
+        c.ignored = ignored_of(state, &c.cluster.id);
     }
     log_storm(outcome.storm.as_ref());
     log_ignore_changes(rules, &outcome.unignored, &outcome.newly_ignored, now);
@@ -560,22 +569,24 @@ pub fn observe(
         .clusters
         .iter_mut()
         .map(|c| Observed {
-            owner: c.owner.clone(),
-            owner_id: c.owner_id.clone(),
+            cluster: c.cluster.clone(),
             ignored: c
                 .mismatches
                 .iter()
                 .filter_map(|m| {
-                    let rule = crate::state::ignore::first_match(rules, &c.id, &c.name, m, now)?;
+                    let rule = crate::state::ignore::first_match(
+                        rules,
+                        &c.cluster.id,
+                        &c.cluster.name,
+                        m,
+                        now,
+                    )?;
                     Some((
                         crate::state::side_key(&m.key()),
                         crate::state::ignore::Ignored::of(rule),
                     ))
                 })
                 .collect(),
-            id: c.id.clone(),
-            name: c.name.clone(),
-            zone_id: c.zone_id.clone(),
             coverage: match c.status {
                 ClusterStatus::Checked => Coverage::Full,
                 ClusterStatus::Partial => Coverage::VmsOnly,

@@ -82,8 +82,8 @@ pub fn to_json(report: &CycleReport, new: Option<&NewKeys>) -> String {
         .clusters
         .iter()
         .map(|c| JsonCluster {
-            id: &c.id,
-            name: &c.name,
+            id: &c.cluster.id,
+            name: &c.cluster.name,
             status: c.status,
             reason: c.reason.as_deref(),
         })
@@ -93,8 +93,8 @@ pub fn to_json(report: &CycleReport, new: Option<&NewKeys>) -> String {
         .iter()
         .flat_map(|c| {
             c.mismatches.iter().map(move |m| JsonMismatch {
-                cluster_id: &c.id,
-                cluster: &c.name,
+                cluster_id: &c.cluster.id,
+                cluster: &c.cluster.name,
                 kind: m.kind,
                 key: m.key().to_string(),
                 vm_id: m.vm().map(|v| v.id.as_str()),
@@ -103,8 +103,8 @@ pub fn to_json(report: &CycleReport, new: Option<&NewKeys>) -> String {
                 node: m.node(),
                 named_vm_id: m.named_vm().map(|v| v.id.as_str()),
                 named_vm_name: m.named_vm().and_then(|v| v.name.as_deref()),
-                reason: wording::reason(&c.name, m),
-                new: new.map(|n| n.contains(&(c.id.clone(), m.key()))),
+                reason: wording::reason(&c.cluster.name, m),
+                new: new.map(|n| n.contains(&(c.cluster.id.clone(), m.key()))),
                 ignored: c.ignored.get(&m.key().to_string()).map(String::as_str),
             })
         })
@@ -145,8 +145,8 @@ pub fn to_text(report: &CycleReport, new: Option<&NewKeys>) -> String {
             out,
             "  {:<8} {} ({})",
             c.status.as_str(),
-            escaped(&c.name),
-            escaped(&c.id)
+            escaped(&c.cluster.name),
+            escaped(&c.cluster.id)
         );
         if let Some(reason) = &c.reason {
             let _ = write!(out, ": {}", escaped(reason));
@@ -159,7 +159,7 @@ pub fn to_text(report: &CycleReport, new: Option<&NewKeys>) -> String {
     for c in &report.clusters {
         for m in &c.mismatches {
             let marker = match new {
-                Some(n) if n.contains(&(c.id.clone(), m.key())) => "[new] ",
+                Some(n) if n.contains(&(c.cluster.id.clone(), m.key())) => "[new] ",
                 Some(_) => "      ",
                 None => "",
             };
@@ -168,10 +168,10 @@ pub fn to_text(report: &CycleReport, new: Option<&NewKeys>) -> String {
             let _ = writeln!(
                 out,
                 "  {marker}{}  {}  {subject}\n  {}    {}",
-                escaped(&c.name),
+                escaped(&c.cluster.name),
                 m.kind.as_str(),
                 " ".repeat(marker.len()),
-                escaped(&wording::reason(&c.name, m))
+                escaped(&wording::reason(&c.cluster.name, m))
             );
             if let Some(rule) = c.ignored.get(&m.key().to_string()) {
                 let _ = writeln!(

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::cks::naming::{NameIndex, NodeRole};
 use crate::inventory::{ClusterRecord, Inventory, NodeListing, Reread, VmId, VmRow};
-use crate::snapshot::{ClusterSnapshot, NodeView, VanishedVm, Vm};
+use crate::snapshot::{ClusterSnapshot, ClusterIdentity, NodeView, VanishedVm, Vm};
 
 /// Why a cluster was skipped; decides what dedupe may do with its earlier findings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,13 +38,7 @@ pub enum Verdict {
 /// One cluster of the inventory, assembled.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Assembled {
-    pub id: String,
-    pub name: String,
-    pub zone_id: Option<String>,
-    /// Who owns it: the project's name, or the account's.
-    pub owner: Option<String>,
-    /// The owner, unique in the cloud (`Owner::key`).
-    pub owner_id: Option<String>,
+    pub cluster: ClusterIdentity,
     /// The mapped VM ids (and names) as the API showed them.
     pub mapped: Vec<(String, String)>,
     /// `controlnodes + size + etcdnodes`.
@@ -271,11 +265,7 @@ fn plausible(listing: NodeListing, vms: usize) -> NodeListing {
 fn assembled(c: &ClusterRecord, verdict: Verdict) -> Assembled {
     let info = &c.info;
     Assembled {
-        id: info.id.clone(),
-        name: info.name.clone(),
-        zone_id: info.zone_id.clone(),
-        owner: c.owner_name.clone(),
-        owner_id: c.owner_key(),
+        cluster: ClusterIdentity::new(info, c.owner_name.clone()),
         mapped: c
             .map
             .iter()

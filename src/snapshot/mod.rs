@@ -107,6 +107,37 @@ impl Owner {
     }
 }
 
+/// Who a cluster is: made once, when its snapshot is assembled, and carried whole from there
+/// to the report, the dedupe step and the state. Nothing downstream rebuilds it field by field.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterIdentity {
+    pub id: String,
+    pub name: String,
+    pub zone_id: Option<String>,
+    /// Who owns it as shown: the project's name, else the account's.
+    pub owner: Option<String>,
+    /// The owner, unique in the cloud (`Owner::key`): what per-tenant limits count by.
+    pub owner_id: Option<String>,
+}
+
+impl ClusterIdentity {
+    pub fn new(info: &ClusterInfo, owner_name: Option<String>) -> ClusterIdentity {
+        ClusterIdentity {
+            id: info.id.clone(),
+            name: info.name.clone(),
+            zone_id: info.zone_id.clone(),
+            owner: owner_name,
+            owner_id: info.owner.as_ref().map(Owner::key),
+        }
+    }
+
+    /// The tenant its findings count toward: its owner's key, or for a cluster of unknown
+    /// owner, the cluster itself (see `state::tenant`).
+    pub fn tenant(&self) -> String {
+        crate::state::tenant(self.owner_id.as_deref(), &self.id)
+    }
+}
+
 /// The cluster's own record, from `listKubernetesClusters`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClusterInfo {

@@ -13,7 +13,7 @@ use crate::base::time::Timestamp;
 use crate::config::StormThreshold;
 use crate::diff::wording::reason;
 use crate::diff::{FindingKey, GONE_EXPUNGED, GONE_MISSING, Mismatch, MismatchKind, Side, Subject};
-use crate::snapshot::{PreviousMap, VanishedHow};
+use crate::snapshot::{ClusterIdentity, PreviousMap, VanishedHow};
 use crate::state::{
     ClusterState, Level, Notification, Outgoing, Reported, State, VanishedRecord, record_key,
     side_key,
@@ -33,9 +33,8 @@ pub enum Coverage {
 /// What a cycle observed of one cluster, as the step needs it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Observed {
-    pub id: String,
-    pub name: String,
-    pub zone_id: Option<String>,
+    /// Who it is, carried whole from the cycle.
+    pub cluster: ClusterIdentity,
     pub coverage: Coverage,
     /// What the comparison found (empty when skipped).
     pub mismatches: Vec<Mismatch>,
@@ -48,10 +47,6 @@ pub struct Observed {
     /// Whether a listing of its nodes ran this cycle (started, whatever its outcome); not
     /// when the cycle's listing deadline came before its turn.
     pub listed: bool,
-    /// Who owns it: the project's name, or the account's.
-    pub owner: Option<String>,
-    /// The owner, unique in the cloud (`Owner::key`): what the per-owner alert cap counts by.
-    pub owner_id: Option<String>,
     /// Findings of `mismatches` an `[[ignore]]` rule matches, by key.
     pub ignored: BTreeMap<String, crate::state::ignore::Ignored>,
 }
@@ -275,7 +270,7 @@ pub fn step(
     now: Timestamp,
 ) -> StepOutcome {
     let mut outcome = StepOutcome::default();
-    let seen: HashSet<&str> = observed.iter().map(|c| c.id.as_str()).collect();
+    let seen: HashSet<&str> = observed.iter().map(|c| c.cluster.id.as_str()).collect();
     let mut pending = pending_index(state);
     // The new findings of each cluster, in cluster order: told after every cluster is stepped,
     // once it is known whether they make a storm.
@@ -284,7 +279,7 @@ pub fn step(
     for c in observed {
         let tell = step_cluster(state, &mut pending, &mut outcome, c, settings, now);
         if !tell.is_empty() {
-            told.push((c.id.clone(), tell));
+            told.push((c.cluster.id.clone(), tell));
         }
     }
 
@@ -317,11 +312,11 @@ fn step_cluster(
     settings: &StepSettings,
     now: Timestamp,
 ) -> Vec<Mismatch> {
-    let mut entry = state.clusters.remove(&c.id).unwrap_or_default();
-    entry.name = c.name.clone();
-    entry.zone_id = c.zone_id.clone().or(entry.zone_id);
-    entry.owner = c.owner.clone().or(entry.owner);
-    entry.owner_id = c.owner_id.clone().or(entry.owner_id.take());
+    let mut entry = state.clusters.remove(&c.cluster.id).unwrap_or_default();
+    entry.name = c.cluster.name.clone();
+    entry.zone_id = c.cluster.zone_id.clone().or(entry.zone_id);
+    entry.owner = c.cluster.owner.clone().or(entry.owner);
+    entry.owner_id = c.cluster.owner_id.clone().or(entry.owner_id.take());
 
     let blind = blind_finding(&mut entry, c, settings.blind_after, now);
     let changes = compare_sides(
@@ -343,25 +338,39 @@ fn step_cluster(
         &mut outcome.new,
         now,
     );
-    take_back(&mut q, &c.id, &entry, &changes.resolved, settings, now);
+    take_back(
+        &mut q,
+        &c.cluster.id,
+        &entry,
+        &changes.resolved,
+        settings,
+        now,
+    );
     if settings.alerts && !changes.resolved.is_empty() {
         let open: BTreeSet<&String> = entry.vms.keys().chain(entry.nodes.keys()).collect();
-        summaries::archive_summaries(&mut q, &c.id, &open);
+        summaries::archive_summaries(&mut q, &c.cluster.id, &open);
     }
     for side in changes.matches_again {
         let description = format!(
             "The VM map of Kubernetes cluster {} matches {} again",
-            c.name,
+            c.cluster.name,
             side_text(side)
         );
-        q.push(event(Level::Info, &c.id, &c.name, None, description, now));
+        q.push(event(
+            Level::Info,
+            &c.cluster.id,
+            &c.cluster.name,
+            None,
+            description,
+            now,
+        ));
     }
 
     let open = open_findings(&entry);
     if !open.is_empty() {
-        outcome.open.insert(c.id.clone(), open);
+        outcome.open.insert(c.cluster.id.clone(), open);
     }
-    state.clusters.insert(c.id.clone(), entry);
+    state.clusters.insert(c.cluster.id.clone(), entry);
     tell
 }
 
@@ -454,15 +463,19 @@ impl<'a> Changes<'a> {
                 r.deferred = p.deferred;
                 match (&p.ignored, &ignored) {
                     (Some(rule), None) => {
-                        outcome
-                            .unignored
-                            .push((c.id.clone(), key.to_string(), rule.clone()));
+                        outcome.unignored.push((
+                            c.cluster.id.clone(),
+                            key.to_string(),
+                            rule.clone(),
+                        ));
                         self.unignored.push(m.clone());
                     }
                     (None, Some(rule)) => {
-                        outcome
-                            .newly_ignored
-                            .push((c.id.clone(), key.to_string(), rule.clone()));
+                        outcome.newly_ignored.push((
+                            c.cluster.id.clone(),
+                            key.to_string(),
+                            rule.clone(),
+                        ));
                         // What was sent for it is taken back (a held one had nothing).
                         self.resolved.push((key.to_string(), p.clone()));
                         r.held = false;
@@ -523,18 +536,18 @@ fn tell_new(
     let mut tell: Vec<Mismatch> = unignored;
     for m in new {
         let key = m.key();
-        new_keys.insert((c.id.clone(), key.clone()));
+        new_keys.insert((c.cluster.id.clone(), key.clone()));
         // A finding an `[[ignore]]` rule matches is reported (INFO, with the rule's
         // reason), never alerted.
         match c.ignored.get(&side_key(&key)) {
             Some(rule) => q.push(event(
                 Level::Info,
-                &c.id,
-                &c.name,
+                &c.cluster.id,
+                &c.cluster.name,
                 Some(m),
                 format!(
                     "{}; ignored by [[ignore]] rule {}: {}",
-                    reason(&c.name, m),
+                    reason(&c.cluster.name, m),
                     rule.rule,
                     rule.reason
                 ),
@@ -543,10 +556,10 @@ fn tell_new(
             None => {
                 q.push(event(
                     Level::Warn,
-                    &c.id,
-                    &c.name,
+                    &c.cluster.id,
+                    &c.cluster.name,
                     Some(m),
-                    reason(&c.name, m),
+                    reason(&c.cluster.name, m),
                     now,
                 ));
                 tell.push((*m).clone());

@@ -206,17 +206,19 @@ mod tests {
 
         // The findings are still there: nothing new, nothing resolved, nothing queued.
         let observed = [Observed {
+            cluster: crate::snapshot::ClusterIdentity {
+                id: CLUSTER.into(),
+                name: "web".into(),
+                zone_id: Some("5d1c00c8-7a2b-4c3d-8e9f-0a1b2c3d4e5f".into()),
+                owner: None,
+                owner_id: None,
+            },
             blind_reason: None,
             listed: true,
-            id: CLUSTER.into(),
-            name: "web".into(),
-            zone_id: Some("5d1c00c8-7a2b-4c3d-8e9f-0a1b2c3d4e5f".into()),
             coverage: Coverage::Full,
             mismatches: same_findings(),
             mapped: vec![],
             expected_vms: 4,
-            owner: None,
-            owner_id: None,
             ignored: Default::default(),
         }];
         let settings = StepSettings {

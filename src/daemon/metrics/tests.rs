@@ -99,11 +99,13 @@ fn cluster(
     mismatches: Vec<Mismatch>,
 ) -> ClusterOutcome {
     ClusterOutcome {
-        id: id.into(),
-        name: id.into(),
-        zone_id: None,
-        owner: None,
-        owner_id: None,
+        cluster: crate::snapshot::ClusterIdentity {
+            id: id.into(),
+            name: id.into(),
+            zone_id: None,
+            owner: None,
+            owner_id: None,
+        },
         ignored: Default::default(),
         status,
         skip: None,

@@ -10,7 +10,11 @@ fn kinds(tick: &Tick) -> Vec<(String, MismatchKind)> {
     report
         .clusters
         .iter()
-        .flat_map(|c| c.mismatches.iter().map(|m| (c.name.clone(), m.kind)))
+        .flat_map(|c| {
+            c.mismatches
+                .iter()
+                .map(|m| (c.cluster.name.clone(), m.kind))
+        })
         .collect()
 }
 
@@ -19,7 +23,7 @@ fn statuses(tick: &Tick) -> Vec<(String, &'static str)> {
     report
         .clusters
         .iter()
-        .map(|c| (c.name.clone(), c.status.as_str()))
+        .map(|c| (c.cluster.name.clone(), c.status.as_str()))
         .collect()
 }
 

@@ -121,7 +121,7 @@ pub async fn explain(
     let raw = pick(&inventory.clusters, &id)?.clone();
     let strangers = strangers(&raw, &inventory.vms);
     let assembled = assemble(inventory)
-        .find(|a| a.id == id)
+        .find(|a| a.cluster.id == id)
         .ok_or_else(|| ExplainError::NotFound(id.clone()))?;
     let policy = Policy {
         grace_period: config.check.grace_period,

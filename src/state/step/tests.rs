@@ -34,14 +34,16 @@ fn key(s: &str) -> FindingKey {
 /// What a cycle observed of cluster `c1` (`web`).
 fn cluster(coverage: Coverage, mismatches: Vec<Mismatch>) -> Observed {
     Observed {
+        cluster: crate::snapshot::ClusterIdentity {
+            id: "c1".into(),
+            name: "web".into(),
+            zone_id: Some("z1".into()),
+            owner: None,
+            owner_id: None,
+        },
         blind_reason: None,
         listed: coverage != Coverage::None,
-        owner: None,
-        owner_id: None,
         ignored: Default::default(),
-        id: "c1".into(),
-        name: "web".into(),
-        zone_id: Some("z1".into()),
         coverage,
         mismatches,
         mapped: vec![("v1".into(), "web-control-1".into())],
@@ -445,7 +447,7 @@ fn deleted_cluster_is_closed_but_an_empty_listing_is_not_trusted() {
     assert!(s.clusters.contains_key("c1"));
     // Another cluster listed, c1 gone: closed.
     let mut other = cluster(Coverage::Full, vec![]);
-    other.id = "c2".into();
+    other.cluster.id = "c2".into();
     step(&mut s, &report(vec![other], 10), &ON, at(10));
     assert_eq!(
         drain(&mut s),
@@ -540,7 +542,10 @@ fn the_clusters_of_one_owner_hold_at_most_owner_alert_cap_alerts() {
         ..ON
     };
     let owned = |i: usize, owner: &str, findings: usize| Observed {
-        owner_id: Some(owner.to_string()),
+        cluster: crate::snapshot::ClusterIdentity {
+            owner_id: Some(owner.to_string()),
+            ..Default::default()
+        },
         ..nth(
             i,
             (0..findings)
@@ -721,8 +726,11 @@ fn a_cluster_never_compared_is_blind_from_its_first_failure_and_after_two_cycles
 /// Cluster `c<i>` (`web<i>`) with the findings given.
 fn nth(i: usize, mismatches: Vec<Mismatch>) -> Observed {
     Observed {
-        id: format!("c{i:02}"),
-        name: format!("web{i:02}"),
+        cluster: crate::snapshot::ClusterIdentity {
+            id: format!("c{i:02}"),
+            name: format!("web{i:02}"),
+            ..Default::default()
+        },
         ..cluster(Coverage::Full, mismatches)
     }
 }
@@ -1182,7 +1190,7 @@ fn the_alertmanager_resolution_names_the_same_labels_as_the_alert() {
     };
     let mut s = State::default();
     let mut c = cluster(Coverage::Full, vec![m(UnmappedVm, "v2")]);
-    c.owner = Some("tenant-a".into());
+    c.cluster.owner = Some("tenant-a".into());
     step(&mut s, &[c], &settings, at(0));
     drain(&mut s);
     let firing = crate::notify::alertmanager::firing(

@@ -5,7 +5,10 @@ use super::*;
 /// Cluster `i` of `tenant` with findings `node_without_vm:<name>` for each of `nodes`.
 fn owned(i: usize, tenant: &str, nodes: &[&str]) -> Observed {
     Observed {
-        owner_id: Some(tenant.to_string()),
+        cluster: crate::snapshot::ClusterIdentity {
+            owner_id: Some(tenant.to_string()),
+            ..Default::default()
+        },
         ..nth(i, nodes.iter().map(|n| m(NodeWithoutVm, n)).collect())
     }
 }
@@ -355,7 +358,7 @@ fn a_storm_of_one_tenant_that_widens_to_many_is_alerted_anew() {
     drain(&mut s);
     // A cause common to six more tenants: the storm now holds them too, and says so.
     for c in &mut observed[6..] {
-        c.mismatches = vec![m(UnmappedVm, &format!("v{}", c.id))];
+        c.mismatches = vec![m(UnmappedVm, &format!("v{}", c.cluster.id))];
     }
     let out = step(&mut s, &observed, &PERCENT, at(5));
     assert!(matches!(
