@@ -68,7 +68,7 @@ fn main() {
                 cluster_id, key, ..
             } = o.notification
             {
-                let rk = cks_drift::state::record_key(&cluster_id, &key);
+                let rk = cks_drift::state::RecordKey::new(&cluster_id, &key);
                 state.annotations.insert(rk, format!("a-{key}"));
             }
         }

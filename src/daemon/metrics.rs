@@ -218,7 +218,7 @@ impl Metrics {
         f.blind = tick
             .blind
             .iter()
-            .map(|(id, name, since)| (id.clone(), name.clone(), since.unix()))
+            .map(|b| (b.cluster_id.clone(), b.name.clone(), b.since.unix()))
             .collect();
         f.storm = tick.storm.map(|(_, held)| held);
         f.ignored = tick.ignored.clone();

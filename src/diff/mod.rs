@@ -238,6 +238,21 @@ impl std::fmt::Display for FindingKey {
     }
 }
 
+/// Compares with a string form, as written in the state file and the markers.
+impl PartialEq<str> for FindingKey {
+    fn eq(&self, s: &str) -> bool {
+        s.split_once(':')
+            .is_some_and(|(kind, subject)| kind == self.kind.as_str() && subject == self.subject)
+    }
+}
+
+/// Written as its string form: the key of a state file's record.
+impl Serialize for FindingKey {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 impl Ord for FindingKey {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         // No kind's name is a prefix of another's, so this is the order of the string form.

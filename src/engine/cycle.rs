@@ -72,7 +72,7 @@ pub struct ClusterOutcome {
     pub node_failure: Option<&'static str>,
     pub mismatches: Vec<Mismatch>,
     /// Open findings an `[[ignore]]` rule matches, by key: the rule's reason.
-    pub ignored: std::collections::BTreeMap<String, String>,
+    pub ignored: std::collections::BTreeMap<crate::diff::FindingKey, String>,
     /// The mapped VM ids (and names) as the API showed them, for the next cycle's probe.
     pub mapped: Vec<(String, String)>,
     /// `controlnodes + size + etcdnodes`.

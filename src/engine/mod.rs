@@ -25,7 +25,7 @@ use crate::remote::ssh::SshNodeLister;
 use crate::state::State;
 use crate::state::file::{StateError, StateFile};
 use crate::state::step::{
-    Coverage, NewKeys, Observed, StepSettings, StormChange, previous_maps, step,
+    Coverage, IgnoreChange, NewKeys, Observed, StepSettings, StormChange, previous_maps, step,
 };
 
 /// The persisted state and its (locked) file.
@@ -93,13 +93,21 @@ pub struct Tick {
     pub pending: usize,
     /// The state could not be written: nothing was sent.
     pub state_error: Option<StateError>,
-    /// Clusters with an open `blind` finding: id, name, and since when their nodes have not
-    /// been listed.
-    pub blind: Vec<(String, String, Timestamp)>,
+    /// Clusters with an open `blind` finding.
+    pub blind: Vec<Blind>,
     /// The storm under way after the tick: since when, and the findings it holds.
     pub storm: Option<(Timestamp, usize)>,
     /// Open findings an `[[ignore]]` rule matches, by (rule number, reason).
     pub ignored: std::collections::BTreeMap<(usize, String), u64>,
+}
+
+/// A cluster whose nodes have not been listed for long: its `blind` finding is open.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Blind {
+    pub cluster_id: String,
+    pub name: String,
+    /// Since when its nodes have not been listed.
+    pub since: Timestamp,
 }
 
 impl Engine {
@@ -412,10 +420,7 @@ fn mark_ignored(
                     m,
                     now,
                 )?;
-                Some((
-                    m.key().to_string(),
-                    format!("rule {}: {}", rule.number, rule.reason),
-                ))
+                Some((m.key(), format!("rule {}: {}", rule.number, rule.reason)))
             })
             .collect();
     }
@@ -526,11 +531,16 @@ impl Engine {
 /// expired; one INFO per finding a rule matches from now on.
 fn log_ignore_changes(
     rules: &[crate::config::IgnoreRule],
-    unignored: &[(String, String, crate::state::ignore::Ignored)],
-    newly: &[(String, String, crate::state::ignore::Ignored)],
+    unignored: &[IgnoreChange],
+    newly: &[IgnoreChange],
     now: Timestamp,
 ) {
-    for (cluster_id, key, was) in unignored {
+    for IgnoreChange {
+        cluster_id,
+        key,
+        rule: was,
+    } in unignored
+    {
         let rule = rules.iter().find(|r| r.number == was.rule);
         let why = match rule.and_then(|r| r.expires) {
             Some(t) if t <= now => format!("expired at {t}"),
@@ -538,13 +548,21 @@ fn log_ignore_changes(
         };
         warn!(cluster_id = %cluster_id, key = %key, rule = was.rule, reason = %was.reason, "[[ignore]] rule {} {why}; the finding is alerted now", was.rule);
     }
-    for (cluster_id, key, rule) in newly {
+    for IgnoreChange {
+        cluster_id,
+        key,
+        rule,
+    } in newly
+    {
         info!(cluster_id = %cluster_id, key = %key, rule = rule.rule, reason = %rule.reason, "[[ignore]] rule {} matches this finding from now on; its alert and annotation are taken back", rule.rule);
     }
 }
 
 /// The open findings of a cluster that an `[[ignore]]` rule matches: key, the rule's reason.
-fn ignored_of(state: &State, cluster_id: &str) -> std::collections::BTreeMap<String, String> {
+fn ignored_of(
+    state: &State,
+    cluster_id: &str,
+) -> std::collections::BTreeMap<crate::diff::FindingKey, String> {
     state
         .clusters
         .get(cluster_id)
@@ -581,10 +599,7 @@ pub fn observe(
                         m,
                         now,
                     )?;
-                    Some((
-                        crate::state::side_key(&m.key()),
-                        crate::state::ignore::Ignored::of(rule),
-                    ))
+                    Some((m.key(), crate::state::ignore::Ignored::of(rule)))
                 })
                 .collect(),
             coverage: match c.status {
@@ -643,15 +658,18 @@ fn held(state: &State) -> usize {
 }
 
 /// The clusters whose `blind` finding is open, for the metrics.
-fn blind_clusters(state: &State) -> Vec<(String, String, Timestamp)> {
+fn blind_clusters(state: &State) -> Vec<Blind> {
     let key = crate::diff::FindingKey::new(MismatchKind::Blind, crate::diff::BLIND_SUBJECT);
-    let key = crate::state::side_key(&key);
     state
         .clusters
         .iter()
         .filter_map(|(id, c)| {
             let r = c.vms.get(&key)?;
-            Some((id.clone(), c.name.clone(), r.blind_since.unwrap_or(r.since)))
+            Some(Blind {
+                cluster_id: id.clone(),
+                name: c.name.clone(),
+                since: r.blind_since.unwrap_or(r.since),
+            })
         })
         .collect()
 }

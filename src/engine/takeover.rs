@@ -25,7 +25,7 @@ use crate::cloudstack::model::{Alert, Annotation};
 use crate::diff::wording::{marked_key, marker_parts};
 use crate::diff::{FindingKey, Mismatch, MismatchKind, Subject, VmRef};
 use crate::notify::alerts::{ALERT_NAME, is_ours};
-use crate::state::{AlertRecord, Reported, STORM_SCOPE, State, Storm, record_key, side_key};
+use crate::state::{AlertRecord, RecordKey, Reported, STORM_SCOPE, State, Storm};
 
 /// What was read back.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -41,13 +41,13 @@ pub struct Recovered {
 /// `alerts` and `notes`), and the findings that had records and now have none: another
 /// instance resolved them. Findings never alerted nor annotated (the event log only) stay.
 fn forget_resolved(state: &mut State, alerts: &HashSet<&str>, notes: &HashSet<&str>) -> usize {
-    let gone_alerts: Vec<String> = state
+    let gone_alerts: Vec<RecordKey> = state
         .alerts
         .iter()
         .filter(|(_, r)| !alerts.contains(r.alert_id.as_str()))
         .map(|(k, _)| k.clone())
         .collect();
-    let gone_notes: Vec<String> = state
+    let gone_notes: Vec<RecordKey> = state
         .annotations
         .iter()
         .filter(|(_, id)| !notes.contains(id.as_str()))
@@ -64,20 +64,13 @@ fn forget_resolved(state: &mut State, alerts: &HashSet<&str>, notes: &HashSet<&s
         if state.alerts.contains_key(record) || state.annotations.contains_key(record) {
             continue;
         }
-        // `<cluster id>/<key>`: cluster ids hold no `/`, keys may (`map_count:3/5`).
-        let Some((cluster, key)) = record.split_once('/') else {
+        let Some(key) = FindingKey::parse(&record.key) else {
             continue;
         };
-        let Some(key) = FindingKey::parse(key) else {
+        let Some(c) = state.clusters.get_mut(&record.cluster_id) else {
             continue;
         };
-        let Some(c) = state.clusters.get_mut(cluster) else {
-            continue;
-        };
-        if c.side_mut(key.kind.side())
-            .remove(&side_key(&key))
-            .is_some()
-        {
+        if c.side_mut(key.kind.side()).remove(&key).is_some() {
             forgotten += 1;
         }
     }
@@ -173,10 +166,10 @@ fn remember(state: &mut State, cluster: &str, key: &FindingKey, since: Timestamp
     };
     let entry = state.clusters.entry(cluster.to_string()).or_default();
     let side = entry.side_mut(key.kind.side());
-    if side.contains_key(&side_key(key)) {
+    if side.contains_key(key) {
         return false;
     }
-    side.insert(side_key(key), Reported::new(&m, since));
+    side.insert(key.clone(), Reported::new(&m, since));
     true
 }
 
@@ -253,7 +246,7 @@ fn recover_alert(state: &mut State, a: &Alert, now: Timestamp, got: &mut Recover
         // A storm under way: it goes on, and ends as storms do.
         state
             .alerts
-            .insert(record_key(STORM_SCOPE, key), alert_record(a, vec![]));
+            .insert(RecordKey::new(STORM_SCOPE, key), alert_record(a, vec![]));
         if state.storm.is_none() {
             state.storm = Some(Storm {
                 since,
@@ -277,7 +270,7 @@ fn recover_alert(state: &mut State, a: &Alert, now: Timestamp, got: &mut Recover
         }
         state
             .alerts
-            .insert(record_key(cluster, key), alert_record(a, covers));
+            .insert(RecordKey::new(cluster, key), alert_record(a, covers));
         got.alerts += 1;
         return;
     }
@@ -287,10 +280,9 @@ fn recover_alert(state: &mut State, a: &Alert, now: Timestamp, got: &mut Recover
     if remember(state, cluster, &key, since) {
         got.findings += 1;
     }
-    state.alerts.insert(
-        record_key(cluster, &key.to_string()),
-        alert_record(a, vec![]),
-    );
+    state
+        .alerts
+        .insert(RecordKey::finding(cluster, &key), alert_record(a, vec![]));
     got.alerts += 1;
 }
 
@@ -322,7 +314,7 @@ fn recover_annotations(
             }
             state
                 .annotations
-                .insert(record_key(cluster, &key.to_string()), n.id.clone());
+                .insert(RecordKey::finding(cluster, &key), n.id.clone());
             got.annotations += 1;
         }
     }
@@ -426,7 +418,10 @@ mod tests {
             c.nodes.keys().collect::<Vec<_>>(),
             ["node_without_vm:stray"]
         );
-        assert_eq!(c.vms["map_count:2/3"].shown, Some(2));
+        assert_eq!(
+            c.vms[&crate::diff::FindingKey::parse("map_count:2/3").unwrap()].shown,
+            Some(2)
+        );
     }
 
     #[test]

@@ -105,7 +105,7 @@ pub fn to_json(report: &CycleReport, new: Option<&NewKeys>) -> String {
                 named_vm_name: m.named_vm().and_then(|v| v.name.as_deref()),
                 reason: wording::reason(&c.cluster.name, m),
                 new: new.map(|n| n.contains(&(c.cluster.id.clone(), m.key()))),
-                ignored: c.ignored.get(&m.key().to_string()).map(String::as_str),
+                ignored: c.ignored.get(&m.key()).map(String::as_str),
             })
         })
         .collect();
@@ -173,7 +173,7 @@ pub fn to_text(report: &CycleReport, new: Option<&NewKeys>) -> String {
                 " ".repeat(marker.len()),
                 escaped(&wording::reason(&c.cluster.name, m))
             );
-            if let Some(rule) = c.ignored.get(&m.key().to_string()) {
+            if let Some(rule) = c.ignored.get(&m.key()) {
                 let _ = writeln!(
                     out,
                     "  {}    ignored by [[ignore]] {}",

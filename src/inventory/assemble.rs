@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::cks::naming::{NameIndex, NodeRole};
 use crate::inventory::{ClusterRecord, Inventory, NodeListing, Reread, VmId, VmRow};
-use crate::snapshot::{ClusterSnapshot, ClusterIdentity, NodeView, VanishedVm, Vm};
+use crate::snapshot::{ClusterIdentity, ClusterSnapshot, NodeView, VanishedVm, Vm};
 
 /// Why a cluster was skipped; decides what dedupe may do with its earlier findings.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -23,7 +23,7 @@ use crate::cloudstack::limits::{ALERT_DESCRIPTION_LENGTH, ANNOTATION_LENGTH};
 use crate::cloudstack::model::Annotation;
 use crate::database::lock::Lock;
 use crate::diff::wording::{alert_marker, annotation_marker, marked_key, marker_key, remarked};
-use crate::state::{Notification, Outgoing, State, record_key};
+use crate::state::{Notification, Outgoing, RecordKey, State};
 
 /// What delivery needs to know.
 #[derive(Debug, Clone)]
@@ -96,7 +96,7 @@ pub async fn deliver<E>(
     lock: Option<&Lock>,
 ) -> (DeliveryCounts, Option<E>) {
     let mut counts = DeliveryCounts::new();
-    let mut blocked: HashSet<(String, &'static str)> = HashSet::new();
+    let mut blocked: HashSet<(RecordKey, &'static str)> = HashSet::new();
     let mut alerts = alerts::AlertDesk::new(settings.alert_types.clone());
     let mut event_tail: Option<event_log::Tail> = None;
     // The outbox is compacted in place: `[0, kept)` stays queued, `[kept, next)` is done,
@@ -228,11 +228,11 @@ async fn deliver_one(
                 .await?;
             let mut record = record;
             record.covers = covers.clone();
-            state.alerts.insert(record_key(cluster_id, key), record);
+            state.alerts.insert(RecordKey::new(cluster_id, key), record);
             Ok(())
         }
         Notification::ArchiveAlert { cluster_id, key } => {
-            let rk = record_key(cluster_id, key);
+            let rk = RecordKey::new(cluster_id, key);
             let Some(record) = state.alerts.get(&rk) else {
                 return Ok(());
             };
@@ -246,11 +246,13 @@ async fn deliver_one(
             text,
         } => {
             let id = add_annotation(api, cluster_id, key, text).await?;
-            state.annotations.insert(record_key(cluster_id, key), id);
+            state
+                .annotations
+                .insert(RecordKey::new(cluster_id, key), id);
             Ok(())
         }
         Notification::RemoveAnnotation { cluster_id, key } => {
-            let rk = record_key(cluster_id, key);
+            let rk = RecordKey::new(cluster_id, key);
             let Some(id) = state.annotations.get(&rk).cloned() else {
                 return Ok(());
             };

@@ -457,14 +457,15 @@ mod tests {
         entry.name = "web".into();
         entry
             .nodes
-            .insert(conflict.key().to_string(), Reported::new(&conflict, NOW));
+            .insert(conflict.key(), Reported::new(&conflict, NOW));
         file.save(&state).unwrap();
         drop(file);
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.contains("\"named_vm_id\":\"v2\""), "{text}");
         let (file, again, _) = StateFile::open(&path, NOW).unwrap();
         assert_eq!(again, state);
-        let reported = &again.clusters["c1"].nodes["identity_conflict:web-node-2"];
+        let reported = &again.clusters["c1"].nodes
+            [&crate::diff::FindingKey::parse("identity_conflict:web-node-2").unwrap()];
         assert_eq!(reported.mismatch(), Some(conflict));
         drop(file);
 
@@ -484,7 +485,8 @@ mod tests {
         let (_file, state, note) = StateFile::open(&path, NOW).unwrap();
         assert_eq!(note, OpenNote::default());
         assert_eq!(state.next_id, 7);
-        let stray = &state.clusters["c1"].nodes["node_without_vm:stray"];
+        let stray = &state.clusters["c1"].nodes
+            [&crate::diff::FindingKey::parse("node_without_vm:stray").unwrap()];
         assert_eq!(
             (stray.named_vm_id.as_ref(), stray.named_vm_name.as_ref()),
             (None, None)

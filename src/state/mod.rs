@@ -34,12 +34,12 @@ pub struct State {
     /// Notifications decided but not yet delivered, in order.
     #[serde(default)]
     pub outbox: Vec<Outgoing>,
-    /// Alerts this daemon raised and CloudStack stored, by `<cluster id>/<key>`.
+    /// Alerts this daemon raised and CloudStack stored, by what each is about.
     #[serde(default)]
-    pub alerts: BTreeMap<String, AlertRecord>,
-    /// Annotations this daemon added, by `<cluster id>/<key>`: the annotation id.
+    pub alerts: BTreeMap<RecordKey, AlertRecord>,
+    /// Annotations this daemon added, by what each is about: the annotation id.
     #[serde(default)]
-    pub annotations: BTreeMap<String, String>,
+    pub annotations: BTreeMap<RecordKey, String>,
     /// Source of outbox ids.
     #[serde(default)]
     pub next_id: u64,
@@ -119,13 +119,13 @@ pub struct ClusterState {
     /// The owner, unique in the cloud (`Owner::key`): what the per-owner alert cap counts by.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner_id: Option<String>,
-    /// Reported mismatches of the VM side (map against VMs), by key (`FindingKey`'s string
+    /// Reported mismatches of the VM side (map against VMs), by key (written in its string
     /// form).
-    #[serde(default)]
-    pub vms: BTreeMap<String, Reported>,
+    #[serde(default, deserialize_with = "findings")]
+    pub vms: BTreeMap<FindingKey, Reported>,
     /// Reported mismatches of the node side (map against Kubernetes nodes), by key.
-    #[serde(default)]
-    pub nodes: BTreeMap<String, Reported>,
+    #[serde(default, deserialize_with = "findings")]
+    pub nodes: BTreeMap<FindingKey, Reported>,
     /// The mapped VM ids (with names) last seen, to find rows the API stops showing.
     #[serde(default)]
     pub map: BTreeMap<String, String>,
@@ -152,6 +152,18 @@ pub struct ClusterState {
     pub unseen_cycles: u32,
 }
 
+/// A side's records by key. A key this release cannot read (a kind it does not know) is
+/// dropped with its record, like a resolved finding, rather than refusing the whole file.
+fn findings<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<FindingKey, Reported>, D::Error> {
+    let written = BTreeMap::<String, Reported>::deserialize(d)?;
+    Ok(written
+        .into_iter()
+        .filter_map(|(key, r)| Some((FindingKey::parse(&key)?, r)))
+        .collect())
+}
+
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }
@@ -169,14 +181,14 @@ impl ClusterState {
         tenant(self.owner_id.as_deref(), cluster_id)
     }
 
-    pub fn side(&self, side: Side) -> &BTreeMap<String, Reported> {
+    pub fn side(&self, side: Side) -> &BTreeMap<FindingKey, Reported> {
         match side {
             Side::Vms => &self.vms,
             Side::Nodes => &self.nodes,
         }
     }
 
-    pub fn side_mut(&mut self, side: Side) -> &mut BTreeMap<String, Reported> {
+    pub fn side_mut(&mut self, side: Side) -> &mut BTreeMap<FindingKey, Reported> {
         match side {
             Side::Vms => &mut self.vms,
             Side::Nodes => &mut self.nodes,
@@ -400,9 +412,9 @@ pub enum Notification {
 }
 
 impl Notification {
-    /// The `<cluster id>/<key>` it is about, if any: later notifications about the same
-    /// thing wait for earlier ones.
-    pub fn subject(&self) -> Option<String> {
+    /// What it is about, if anything: later notifications about the same thing wait for
+    /// earlier ones.
+    pub fn subject(&self) -> Option<RecordKey> {
         match self {
             Notification::Event { .. } => None,
             Notification::RaiseAlert {
@@ -415,7 +427,7 @@ impl Notification {
             | Notification::RemoveAnnotation { cluster_id, key }
             | Notification::ResolveAlertmanager {
                 cluster_id, key, ..
-            } => Some(record_key(cluster_id, key)),
+            } => Some(RecordKey::new(cluster_id, key)),
         }
     }
 
@@ -477,12 +489,67 @@ pub struct Outgoing {
     pub notification: Notification,
 }
 
-/// `<cluster id>/<key>`, the key of alert and annotation records.
-pub fn record_key(cluster_id: &str, key: &str) -> String {
-    format!("{cluster_id}/{key}")
+/// What an alert or annotation record is about: a cluster (or `STORM_SCOPE`, the whole cloud)
+/// and the key of a finding, a summary or a storm. The state file writes it
+/// `<cluster id>/<key>`; a cluster id holds no `/`, a key may.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RecordKey {
+    pub cluster_id: String,
+    pub key: String,
 }
 
-/// The key a side map records a finding under.
-pub fn side_key(key: &FindingKey) -> String {
-    key.to_string()
+impl RecordKey {
+    pub fn new(cluster_id: &str, key: &str) -> RecordKey {
+        RecordKey {
+            cluster_id: cluster_id.to_string(),
+            key: key.to_string(),
+        }
+    }
+
+    /// A finding's record.
+    pub fn finding(cluster_id: &str, key: &FindingKey) -> RecordKey {
+        RecordKey {
+            cluster_id: cluster_id.to_string(),
+            key: key.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for RecordKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.cluster_id, self.key)
+    }
+}
+
+/// Compares with the string form the state file writes.
+impl PartialEq<str> for RecordKey {
+    fn eq(&self, s: &str) -> bool {
+        s.split_once('/')
+            .is_some_and(|(cluster_id, key)| cluster_id == self.cluster_id && key == self.key)
+    }
+}
+
+#[cfg(test)]
+impl From<&str> for RecordKey {
+    /// The key a test writes as the state file does.
+    fn from(s: &str) -> RecordKey {
+        let (cluster_id, key) = s.split_once('/').expect("<cluster id>/<key>");
+        RecordKey::new(cluster_id, key)
+    }
+}
+
+impl Serialize for RecordKey {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for RecordKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RecordKey, D::Error> {
+        let written = String::deserialize(d)?;
+        let (cluster_id, key) = written.split_once('/').ok_or_else(|| {
+            serde::de::Error::custom(format!("record key {written:?} is not <cluster id>/<key>"))
+        })?;
+        Ok(RecordKey::new(cluster_id, key))
+    }
 }

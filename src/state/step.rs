@@ -15,8 +15,7 @@ use crate::diff::wording::reason;
 use crate::diff::{FindingKey, GONE_EXPUNGED, GONE_MISSING, Mismatch, MismatchKind, Side, Subject};
 use crate::snapshot::{ClusterIdentity, PreviousMap, VanishedHow};
 use crate::state::{
-    ClusterState, Level, Notification, Outgoing, Reported, State, VanishedRecord, record_key,
-    side_key,
+    ClusterState, Level, Notification, Outgoing, RecordKey, Reported, State, VanishedRecord,
 };
 
 /// How much of a cluster a cycle compared.
@@ -48,7 +47,7 @@ pub struct Observed {
     /// when the cycle's listing deadline came before its turn.
     pub listed: bool,
     /// Findings of `mismatches` an `[[ignore]]` rule matches, by key.
-    pub ignored: BTreeMap<String, crate::state::ignore::Ignored>,
+    pub ignored: BTreeMap<FindingKey, crate::state::ignore::Ignored>,
 }
 
 /// `(cluster id, key)` of the findings first reported by a step.
@@ -124,11 +123,19 @@ pub struct StepOutcome {
     pub open: BTreeMap<String, Vec<Mismatch>>,
     pub storm: Option<StormChange>,
     /// Findings an `[[ignore]]` rule matched until now and no longer does (it expired or was
-    /// removed): `(cluster id, key, the rule)`. They are told now, as new.
-    pub unignored: Vec<(String, String, crate::state::ignore::Ignored)>,
+    /// removed), with the rule that did. They are told now, as new.
+    pub unignored: Vec<IgnoreChange>,
     /// Findings an `[[ignore]]` rule matches from now on, whose alert and annotation are
-    /// taken back: `(cluster id, key, the rule)`.
-    pub newly_ignored: Vec<(String, String, crate::state::ignore::Ignored)>,
+    /// taken back.
+    pub newly_ignored: Vec<IgnoreChange>,
+}
+
+/// A finding an `[[ignore]]` rule started or stopped matching.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IgnoreChange {
+    pub cluster_id: String,
+    pub key: FindingKey,
+    pub rule: crate::state::ignore::Ignored,
 }
 
 fn side_text(side: Side) -> &'static str {
@@ -149,7 +156,7 @@ pub fn previous_maps(state: &State) -> HashMap<String, PreviousMap> {
                 .iter()
                 .filter(|(vm, _)| {
                     let key = FindingKey::new(MismatchKind::MappedVm, vm.as_str());
-                    c.vms.contains_key(&side_key(&key))
+                    c.vms.contains_key(&key)
                 })
                 .map(|(vm, r)| (vm.clone(), (r.name.clone(), r.how)))
                 .collect();
@@ -170,7 +177,7 @@ pub fn previous_maps(state: &State) -> HashMap<String, PreviousMap> {
 /// `(subject, channel)` of every queued notification. `close` asks it once per resolved
 /// finding, so it is kept up to date as notifications are queued rather than found by
 /// scanning the outbox each time (which made resolving many findings quadratic).
-type Pending = HashSet<(String, &'static str)>;
+type Pending = HashSet<(RecordKey, &'static str)>;
 
 fn pending_index(state: &State) -> Pending {
     state
@@ -347,7 +354,12 @@ fn step_cluster(
         now,
     );
     if settings.alerts && !changes.resolved.is_empty() {
-        let open: BTreeSet<&String> = entry.vms.keys().chain(entry.nodes.keys()).collect();
+        let open: BTreeSet<String> = entry
+            .vms
+            .keys()
+            .chain(entry.nodes.keys())
+            .map(FindingKey::to_string)
+            .collect();
         summaries::archive_summaries(&mut q, &c.cluster.id, &open);
     }
     for side in changes.matches_again {
@@ -382,7 +394,7 @@ struct Changes<'a> {
     /// Kept findings to tell now (an `[[ignore]]` rule stopped matching them).
     unignored: Vec<Mismatch>,
     /// Findings whose notifications are taken back, by key: resolved, or newly ignored.
-    resolved: Vec<(String, Reported)>,
+    resolved: Vec<(FindingKey, Reported)>,
     /// The sides that had findings and have none now.
     matches_again: Vec<Side>,
 }
@@ -405,12 +417,12 @@ fn compare_sides<'a>(
     };
     let mut changes = Changes::default();
     for &side in sides {
-        let fresh: BTreeMap<String, &Mismatch> = c
+        let fresh: BTreeMap<FindingKey, &Mismatch> = c
             .mismatches
             .iter()
             .chain(blind)
             .filter(|m| m.side() == side)
-            .map(|m| (side_key(&m.key()), m))
+            .map(|m| (m.key(), m))
             .collect();
         let prev = std::mem::take(entry.side_mut(side));
         let mut next = BTreeMap::new();
@@ -449,7 +461,7 @@ impl<'a> Changes<'a> {
         &mut self,
         outcome: &mut StepOutcome,
         c: &Observed,
-        key: &str,
+        key: &FindingKey,
         m: &'a Mismatch,
         prev: Option<&Reported>,
         now: Timestamp,
@@ -463,21 +475,21 @@ impl<'a> Changes<'a> {
                 r.deferred = p.deferred;
                 match (&p.ignored, &ignored) {
                     (Some(rule), None) => {
-                        outcome.unignored.push((
-                            c.cluster.id.clone(),
-                            key.to_string(),
-                            rule.clone(),
-                        ));
+                        outcome.unignored.push(IgnoreChange {
+                            cluster_id: c.cluster.id.clone(),
+                            key: key.clone(),
+                            rule: rule.clone(),
+                        });
                         self.unignored.push(m.clone());
                     }
                     (None, Some(rule)) => {
-                        outcome.newly_ignored.push((
-                            c.cluster.id.clone(),
-                            key.to_string(),
-                            rule.clone(),
-                        ));
+                        outcome.newly_ignored.push(IgnoreChange {
+                            cluster_id: c.cluster.id.clone(),
+                            key: key.clone(),
+                            rule: rule.clone(),
+                        });
                         // What was sent for it is taken back (a held one had nothing).
-                        self.resolved.push((key.to_string(), p.clone()));
+                        self.resolved.push((key.clone(), p.clone()));
                         r.held = false;
                     }
                     _ => {}
@@ -539,7 +551,7 @@ fn tell_new(
         new_keys.insert((c.cluster.id.clone(), key.clone()));
         // A finding an `[[ignore]]` rule matches is reported (INFO, with the rule's
         // reason), never alerted.
-        match c.ignored.get(&side_key(&key)) {
+        match c.ignored.get(&key) {
             Some(rule) => q.push(event(
                 Level::Info,
                 &c.cluster.id,
@@ -575,7 +587,7 @@ fn take_back(
     q: &mut Queue<'_>,
     cluster_id: &str,
     entry: &ClusterState,
-    findings: &[(String, Reported)],
+    findings: &[(FindingKey, Reported)],
     settings: &StepSettings,
     now: Timestamp,
 ) {
@@ -584,7 +596,7 @@ fn take_back(
         if r.ignored.is_none() {
             resolve_alertmanager(q, cluster_id, entry, r, settings, now);
             if !r.held {
-                close(q, cluster_id, key, settings);
+                close(q, cluster_id, &key.to_string(), settings);
             }
         }
     }
@@ -618,7 +630,7 @@ fn close_gone(
         .collect();
     for id in gone {
         let entry = state.clusters.remove(&id).unwrap_or_default();
-        let keys: Vec<(String, Reported)> = entry
+        let keys: Vec<(FindingKey, Reported)> = entry
             .vms
             .iter()
             .chain(entry.nodes.iter())
@@ -674,7 +686,7 @@ fn resolve_alertmanager(
 fn close(q: &mut Queue<'_>, cluster_id: &str, key: &str, settings: &StepSettings) {
     // Archive and remove even when the channel was turned off since: what this daemon
     // raised, it takes back. Delivery skips what was never recorded.
-    let rk = record_key(cluster_id, key);
+    let rk = RecordKey::new(cluster_id, key);
     let raised = q.state.alerts.contains_key(&rk) || q.pending.contains(&(rk.clone(), "alert"));
     if raised || settings.alerts {
         q.push(Notification::ArchiveAlert {

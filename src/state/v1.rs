@@ -7,7 +7,10 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use crate::base::time::Timestamp;
-use crate::state::{AlertRecord, ClusterState, Outgoing, Reported, State, VERSION, VanishedRecord};
+use crate::diff::FindingKey;
+use crate::state::{
+    AlertRecord, ClusterState, Outgoing, RecordKey, Reported, State, VERSION, VanishedRecord,
+};
 
 #[derive(Debug, Deserialize)]
 pub struct StateV1 {
@@ -16,9 +19,9 @@ pub struct StateV1 {
     #[serde(default)]
     outbox: Vec<Outgoing>,
     #[serde(default)]
-    alerts: BTreeMap<String, AlertRecord>,
+    alerts: BTreeMap<RecordKey, AlertRecord>,
     #[serde(default)]
-    annotations: BTreeMap<String, String>,
+    annotations: BTreeMap<RecordKey, String>,
     #[serde(default)]
     next_id: u64,
 }
@@ -89,7 +92,7 @@ impl StateV1 {
     pub fn upgrade(self) -> State {
         let side = |m: BTreeMap<String, ReportedV1>| {
             m.into_iter()
-                .map(|(k, r)| (k, r.upgrade()))
+                .filter_map(|(k, r)| Some((FindingKey::parse(&k)?, r.upgrade())))
                 .collect::<BTreeMap<_, _>>()
         };
         State {
@@ -187,7 +190,7 @@ mod tests {
         assert_eq!(state.version, 2);
         let c = &state.clusters[CLUSTER];
         assert_eq!(c.vms.len() + c.nodes.len(), 6);
-        let count = &c.vms["map_count:2/4"];
+        let count = &c.vms[&crate::diff::FindingKey::parse("map_count:2/4").unwrap()];
         assert_eq!(
             (count.shown, count.expected, count.vm_state.as_deref()),
             (Some(2), Some(4), None)
@@ -243,7 +246,8 @@ mod tests {
         assert_eq!(state.outbox.len(), 3);
         assert_eq!(state.next_id, next_id);
         assert_eq!(
-            state.clusters[CLUSTER].vms["map_count:2/4"].since,
+            state.clusters[CLUSTER].vms[&crate::diff::FindingKey::parse("map_count:2/4").unwrap()]
+                .since,
             Timestamp::parse("2027-01-15T08:00:00Z").unwrap()
         );
 

@@ -4,9 +4,9 @@
 use std::collections::HashSet;
 
 use super::{FindingLine, ReportedLine};
-use crate::diff::Mismatch;
 use crate::diff::wording::reason;
-use crate::state::{ClusterState, State, record_key, side_key};
+use crate::diff::{FindingKey, Mismatch};
+use crate::state::{ClusterState, RecordKey, State};
 
 /// The diff's findings in words, each with when it was first reported (from `recorded`, the
 /// cluster's part of the state file).
@@ -18,12 +18,12 @@ pub(super) fn finding_lines(
     found
         .iter()
         .map(|m| {
-            let key = m.key().to_string();
+            let key = m.key();
             FindingLine {
                 kind: m.kind.as_str(),
                 since: recorded.and_then(|c| c.side(m.side()).get(&key).map(|r| r.since)),
                 reason: reason(cluster_name, m),
-                key,
+                key: key.to_string(),
             }
         })
         .collect()
@@ -39,7 +39,7 @@ pub(super) fn reported_lines(
     compared: bool,
     nodes_listed: bool,
 ) -> Vec<ReportedLine> {
-    let open: HashSet<String> = found.iter().map(|m| side_key(&m.key())).collect();
+    let open: HashSet<FindingKey> = found.iter().map(Mismatch::key).collect();
     state
         .clusters
         .get(id)
@@ -49,10 +49,10 @@ pub(super) fn reported_lines(
             vms.chain(c.nodes.iter().map(|e| (e, true)))
         })
         .map(|((key, r), node_side)| {
-            let rk = record_key(id, key);
+            let rk = RecordKey::finding(id, key);
             let kept = compared && node_side && !nodes_listed;
             ReportedLine {
-                key: key.clone(),
+                key: key.to_string(),
                 since: r.since,
                 alert: state.alerts.contains_key(&rk),
                 annotation: state.annotations.contains_key(&rk),

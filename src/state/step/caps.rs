@@ -9,9 +9,9 @@ use super::storm::tenant_of;
 use super::summaries::has_open_summary;
 use super::{Queue, StepSettings};
 use crate::base::time::Timestamp;
-use crate::diff::Mismatch;
 use crate::diff::wording::{alert_description, annotation_text, summary_description};
-use crate::state::{Notification, State, record_key, side_key};
+use crate::diff::{FindingKey, Mismatch};
+use crate::state::{Notification, RecordKey, State};
 
 /// The window `notify.owner_alerts_per_hour` counts over.
 pub const HOUR: std::time::Duration = std::time::Duration::from_secs(3600);
@@ -102,29 +102,28 @@ impl Budget {
 /// Alerts and annotations held (recorded, or queued to be raised), by tenant, and alerts in
 /// all.
 fn count(state: &State) -> Counts {
-    let mut alerts: HashSet<String> = state.alerts.keys().cloned().collect();
-    let mut annotations: HashSet<String> = state.annotations.keys().cloned().collect();
+    let mut alerts: HashSet<RecordKey> = state.alerts.keys().cloned().collect();
+    let mut annotations: HashSet<RecordKey> = state.annotations.keys().cloned().collect();
     for o in &state.outbox {
         match &o.notification {
             Notification::RaiseAlert {
                 cluster_id, key, ..
             } => {
-                alerts.insert(record_key(cluster_id, key));
+                alerts.insert(RecordKey::new(cluster_id, key));
             }
             Notification::AddAnnotation {
                 cluster_id, key, ..
             } => {
-                annotations.insert(record_key(cluster_id, key));
+                annotations.insert(RecordKey::new(cluster_id, key));
             }
             _ => {}
         }
     }
-    let tenant = |rk: &str| {
-        let (cluster_id, _) = rk.split_once('/')?;
+    let tenant = |rk: &RecordKey| {
         state
             .clusters
-            .contains_key(cluster_id)
-            .then(|| tenant_of(state, cluster_id))
+            .contains_key(&rk.cluster_id)
+            .then(|| tenant_of(state, &rk.cluster_id))
     };
     let mut counts = Counts {
         all_alerts: alerts.len(),
@@ -269,7 +268,7 @@ fn defer(state: &mut State, cluster_id: &str, findings: &[Mismatch]) {
         return;
     };
     for m in findings {
-        if let Some(r) = entry.side_mut(m.side()).get_mut(&side_key(&m.key())) {
+        if let Some(r) = entry.side_mut(m.side()).get_mut(&m.key()) {
             r.deferred = true;
         }
     }
@@ -320,14 +319,14 @@ fn holding(q: &Queue<'_>, cluster_id: &str, new: &[Mismatch]) -> (usize, usize) 
     let Some(entry) = q.state.clusters.get(cluster_id) else {
         return (0, 0);
     };
-    let new_keys: HashSet<String> = new.iter().map(|m| side_key(&m.key())).collect();
+    let new_keys: HashSet<FindingKey> = new.iter().map(Mismatch::key).collect();
     let mut alerted = 0;
     let mut annotated = 0;
     for k in entry.vms.keys().chain(entry.nodes.keys()) {
         if new_keys.contains(k) {
             continue;
         }
-        let rk = record_key(cluster_id, k);
+        let rk = RecordKey::finding(cluster_id, k);
         if q.state.alerts.contains_key(&rk) || q.pending.contains(&(rk.clone(), "alert")) {
             alerted += 1;
         }

@@ -9,7 +9,7 @@ use super::{Queue, StepSettings, StormChange};
 use crate::base::time::Timestamp;
 use crate::diff::Mismatch;
 use crate::diff::wording::storm_description;
-use crate::state::{Level, Notification, STORM_SCOPE, State, Storm, record_key, side_key};
+use crate::state::{Level, Notification, RecordKey, STORM_SCOPE, State, Storm};
 
 /// The tenant a cluster's findings count toward (`Owner::key`); a cluster of unknown owner
 /// is a tenant of its own.
@@ -175,7 +175,7 @@ fn hold_findings(state: &mut State, hold: &[(String, Vec<Mismatch>)], storm: &mu
             continue;
         };
         for m in new {
-            if let Some(r) = entry.side_mut(m.side()).get_mut(&side_key(&m.key())) {
+            if let Some(r) = entry.side_mut(m.side()).get_mut(&m.key()) {
                 r.held = true;
                 storm.held += 1;
             }
@@ -185,7 +185,7 @@ fn hold_findings(state: &mut State, hold: &[(String, Vec<Mismatch>)], storm: &mu
 
 /// Queues the archive of `storm`'s alert.
 fn archive_storm_alert(q: &mut Queue<'_>, storm: &Storm, settings: &StepSettings) {
-    let rk = record_key(STORM_SCOPE, &storm.key);
+    let rk = RecordKey::new(STORM_SCOPE, &storm.key);
     if settings.alerts || q.state.alerts.contains_key(&rk) || q.pending.contains(&(rk, "alert")) {
         q.push(Notification::ArchiveAlert {
             cluster_id: STORM_SCOPE.to_string(),

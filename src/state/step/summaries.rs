@@ -7,7 +7,7 @@ use super::Queue;
 use crate::state::{Notification, State};
 
 /// Queues the archive of the cluster's summary alerts none of whose keys is in `open`.
-pub(super) fn archive_summaries(q: &mut Queue<'_>, cluster_id: &str, open: &BTreeSet<&String>) {
+pub(super) fn archive_summaries(q: &mut Queue<'_>, cluster_id: &str, open: &BTreeSet<String>) {
     for key in summaries_to_archive(q.state, cluster_id, open) {
         q.push(Notification::ArchiveAlert {
             cluster_id: cluster_id.to_string(),
@@ -18,17 +18,16 @@ pub(super) fn archive_summaries(q: &mut Queue<'_>, cluster_id: &str, open: &BTre
 
 /// Whether a summary alert of the cluster is recorded, or queued, and not being archived.
 pub(super) fn has_open_summary(state: &State, cluster_id: &str) -> bool {
-    let prefix = format!("{cluster_id}/");
     let archiving = |key: &str| {
         state.outbox.iter().any(|o| {
             matches!(&o.notification, Notification::ArchiveAlert { cluster_id: c, key: k }
                 if c == cluster_id && k == key)
         })
     };
-    let recorded = state.alerts.iter().any(|(rk, r)| {
-        rk.strip_prefix(&prefix)
-            .is_some_and(|key| !r.covers.is_empty() && !archiving(key))
-    });
+    let recorded = state
+        .alerts
+        .iter()
+        .any(|(rk, r)| rk.cluster_id == cluster_id && !r.covers.is_empty() && !archiving(&rk.key));
     recorded
         || state.outbox.iter().any(|o| match &o.notification {
             Notification::RaiseAlert {
@@ -42,17 +41,16 @@ pub(super) fn has_open_summary(state: &State, cluster_id: &str) -> bool {
 }
 
 /// Summary alerts of a cluster (recorded or still queued) none of whose keys is open.
-fn summaries_to_archive(state: &State, cluster_id: &str, open: &BTreeSet<&String>) -> Vec<String> {
-    let prefix = format!("{cluster_id}/");
+fn summaries_to_archive(state: &State, cluster_id: &str, open: &BTreeSet<String>) -> Vec<String> {
     let mut out: Vec<String> = state
         .alerts
         .iter()
         .filter(|(rk, r)| {
-            rk.starts_with(&prefix)
+            rk.cluster_id == cluster_id
                 && !r.covers.is_empty()
                 && r.covers.iter().all(|k| !open.contains(k))
         })
-        .map(|(rk, _)| rk[prefix.len()..].to_string())
+        .map(|(rk, _)| rk.key.clone())
         .collect();
     for o in &state.outbox {
         if let Notification::RaiseAlert {

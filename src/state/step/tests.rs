@@ -112,7 +112,10 @@ fn reported_once_then_silent() {
         assert_eq!(out.open["c1"].len(), 1);
     }
     // It keeps the time it was first reported.
-    assert_eq!(s.clusters["c1"].vms["unmapped_vm:v2"].since, at(0));
+    assert_eq!(
+        s.clusters["c1"].vms[&crate::diff::FindingKey::parse("unmapped_vm:v2").unwrap()].since,
+        at(0)
+    );
 }
 
 #[test]
@@ -368,7 +371,7 @@ fn summary_alert_is_archived_when_all_it_covers_resolve() {
     // Delivery records the summary alert.
     let summary_key = format!("summary:{}", at(0).to_compact());
     s.alerts.insert(
-        record_key("c1", &summary_key),
+        crate::state::RecordKey::new("c1", &summary_key),
         crate::state::AlertRecord {
             alert_id: "a-9".into(),
             alert_type: 3009,
@@ -541,17 +544,15 @@ fn the_clusters_of_one_owner_hold_at_most_owner_alert_cap_alerts() {
         owner_alert_cap: 5,
         ..ON
     };
-    let owned = |i: usize, owner: &str, findings: usize| Observed {
-        cluster: crate::snapshot::ClusterIdentity {
-            owner_id: Some(owner.to_string()),
-            ..Default::default()
-        },
-        ..nth(
+    let owned = |i: usize, owner: &str, findings: usize| {
+        let mut o = nth(
             i,
             (0..findings)
                 .map(|n| m(NodeWithoutVm, &format!("fake-{n}")))
                 .collect(),
-        )
+        );
+        o.cluster.owner_id = Some(owner.to_string());
+        o
     };
     // The tenant's four clusters, three findings each: two alerts and a summary would be
     // twelve; the owner's five go to the first clusters (the last summary names the rest).
@@ -572,12 +573,8 @@ fn the_clusters_of_one_owner_hold_at_most_owner_alert_cap_alerts() {
         ],
         "{sent:?}"
     );
-    let alerted = |s: &State, cluster: &str| {
-        s.alerts
-            .keys()
-            .filter(|k| k.starts_with(&format!("{cluster}/")))
-            .count()
-    };
+    let alerted =
+        |s: &State, cluster: &str| s.alerts.keys().filter(|k| k.cluster_id == cluster).count();
     assert_eq!(
         (
             alerted(&s, "c00"),
@@ -613,7 +610,7 @@ fn drain_recorded(state: &mut State) -> Vec<String> {
                     format!("summary alert {}", covers.join(","))
                 });
                 state.alerts.insert(
-                    record_key(&cluster_id, &key),
+                    crate::state::RecordKey::new(&cluster_id, &key),
                     crate::state::AlertRecord {
                         alert_id: key.clone(),
                         alert_type: 3000,
@@ -623,7 +620,9 @@ fn drain_recorded(state: &mut State) -> Vec<String> {
                 );
             }
             Notification::ArchiveAlert { cluster_id, key } => {
-                state.alerts.remove(&record_key(&cluster_id, &key));
+                state
+                    .alerts
+                    .remove(&crate::state::RecordKey::new(&cluster_id, &key));
             }
             _ => {}
         }
@@ -1049,7 +1048,7 @@ fn a_state_with_held_findings_round_trips() {
 
 fn ignoring(mut c: Observed, key: &str) -> Observed {
     c.ignored.insert(
-        key.to_string(),
+        crate::diff::FindingKey::parse(key).unwrap(),
         crate::state::ignore::Ignored {
             rule: 1,
             reason: "kept for forensics".into(),
@@ -1124,14 +1123,14 @@ fn a_rule_that_starts_matching_takes_back_the_alert_and_one_that_stops_alerts_ag
     );
     assert_eq!(
         out.newly_ignored,
-        [(
-            "c1".to_string(),
-            "unmapped_vm:v2".to_string(),
-            crate::state::ignore::Ignored {
+        [crate::state::step::IgnoreChange {
+            cluster_id: "c1".to_string(),
+            key: crate::diff::FindingKey::parse("unmapped_vm:v2").unwrap(),
+            rule: crate::state::ignore::Ignored {
                 rule: 1,
                 reason: "kept for forensics".into()
             }
-        )]
+        }]
     );
     assert_eq!(
         drain(&mut s),
@@ -1142,8 +1141,15 @@ fn a_rule_that_starts_matching_takes_back_the_alert_and_one_that_stops_alerts_ag
         ]
     );
     assert_eq!(out.open["c1"].len(), 1);
-    assert!(s.clusters["c1"].vms["unmapped_vm:v2"].ignored.is_some());
-    assert_eq!(s.clusters["c1"].vms["unmapped_vm:v2"].since, at(0));
+    assert!(
+        s.clusters["c1"].vms[&crate::diff::FindingKey::parse("unmapped_vm:v2").unwrap()]
+            .ignored
+            .is_some()
+    );
+    assert_eq!(
+        s.clusters["c1"].vms[&crate::diff::FindingKey::parse("unmapped_vm:v2").unwrap()].since,
+        at(0)
+    );
     // The rule expires: the finding is alerted like a new one (its first report kept).
     let out = step(&mut s, &[plain], &settings, at(10));
     assert_eq!(out.unignored.len(), 1);

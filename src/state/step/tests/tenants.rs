@@ -4,12 +4,10 @@ use super::*;
 
 /// Cluster `i` of `tenant` with findings `node_without_vm:<name>` for each of `nodes`.
 fn owned(i: usize, tenant: &str, nodes: &[&str]) -> Observed {
-    Observed {
-        cluster: crate::snapshot::ClusterIdentity {
-            owner_id: Some(tenant.to_string()),
-            ..Default::default()
-        },
-        ..nth(i, nodes.iter().map(|n| m(NodeWithoutVm, n)).collect())
+    {
+        let mut o = nth(i, nodes.iter().map(|n| m(NodeWithoutVm, n)).collect());
+        o.cluster.owner_id = Some(tenant.to_string());
+        o
     }
 }
 
@@ -323,13 +321,13 @@ fn alertmanager_gets_the_caps_of_cloudstack_alerts_and_no_held_finding() {
 
 /// Like `drain`, recording each raised alert and annotation as delivery would.
 fn drain_recorded_all(state: &mut State) -> Vec<String> {
-    let annotations: Vec<(String, String)> = state
+    let annotations: Vec<(crate::state::RecordKey, String)> = state
         .outbox
         .iter()
         .filter_map(|o| match &o.notification {
             Notification::AddAnnotation {
                 cluster_id, key, ..
-            } => Some((record_key(cluster_id, key), key.clone())),
+            } => Some((crate::state::RecordKey::new(cluster_id, key), key.clone())),
             _ => None,
         })
         .collect();
@@ -404,13 +402,19 @@ fn findings_past_the_hourly_budget_are_alerted_once_it_has_room() {
     let observed = vec![a.clone(), owned(1, "account:d/t", &["b1"])];
     step(&mut s, &observed, &settings, at(5));
     assert_eq!(drain_recorded(&mut s), Vec::<String>::new());
-    assert!(s.clusters["c01"].nodes["node_without_vm:b1"].deferred);
+    assert!(
+        s.clusters["c01"].nodes[&crate::diff::FindingKey::parse("node_without_vm:b1").unwrap()]
+            .deferred
+    );
     step(&mut s, &observed, &settings, at(30));
     assert_eq!(drain_recorded(&mut s), Vec::<String>::new());
     // An hour after the first alerts: it is raised, once.
     step(&mut s, &observed, &settings, at(60));
     assert_eq!(drain_recorded(&mut s), ["alert node_without_vm:b1"]);
-    assert!(!s.clusters["c01"].nodes["node_without_vm:b1"].deferred);
+    assert!(
+        !s.clusters["c01"].nodes[&crate::diff::FindingKey::parse("node_without_vm:b1").unwrap()]
+            .deferred
+    );
     step(&mut s, &observed, &settings, at(65));
     assert_eq!(drain_recorded(&mut s), Vec::<String>::new());
 }
