@@ -217,12 +217,13 @@ impl Parts {
             .map(|(v, etcd)| to_vm(&self.vms[v], etcd))
             .collect();
         let mapped_elsewhere = self.elsewhere.remove(&i).unwrap_or_default();
-        let listing = self.nodes.remove(&i).unwrap_or((
-            NodeView::Unknown {
-                reason: "the node listing did not finish".into(),
+        let listing = self.nodes.remove(&i).map_or_else(
+            || {
+                let reason = "the node listing did not finish".into();
+                (NodeView::Unknown { reason }, Some("internal"))
             },
-            Some("internal"),
-        ));
+            |(held, failure)| (held.unfold(), failure),
+        );
         let vms = (info.expected_vms() as usize)
             .max(mapped.len())
             .max(named.len());
@@ -246,7 +247,10 @@ impl Parts {
 }
 
 /// A node listing as it is compared: one far longer than the cluster's `vms` VMs is not.
-fn plausible(listing: NodeListing, vms: usize) -> NodeListing {
+fn plausible(
+    listing: (NodeView, Option<&'static str>),
+    vms: usize,
+) -> (NodeView, Option<&'static str>) {
     match listing {
         (NodeView::Listed(list), _) if implausible(list.len(), vms) => (
             NodeView::Unknown {

@@ -23,10 +23,11 @@ use crate::cloudstack::client::Client;
 use crate::cloudstack::error::ApiError;
 use crate::database::Database;
 use crate::remote::NodeLister;
-use crate::snapshot::{NodeView, PreviousMap, VanishedVm};
+use crate::snapshot::{PreviousMap, VanishedVm};
 
 pub mod assemble;
 mod clusters;
+pub mod held;
 mod nodes;
 mod record;
 mod turns;
@@ -70,7 +71,7 @@ pub const NOT_STARTED: &str = "not_started";
 
 /// A cluster's node listing: the view, and the failure label of a listing that failed
 /// (`connect`, `auth`, ...), for metrics.
-pub type NodeListing = (NodeView, Option<&'static str>);
+pub type NodeListing = (held::HeldView, Option<&'static str>);
 
 /// Everything one cycle read.
 #[derive(Debug)]

@@ -10,6 +10,7 @@ use tracing::{Instrument, info_span, warn};
 use super::turns::Turns;
 use super::{ClusterRecord, Listing, NOT_STARTED, NodeListing};
 use crate::cks::{login_target, port_for};
+use crate::inventory::held::HeldView;
 use crate::remote::NodeLister;
 use crate::snapshot::{NodeView, PreviousMap};
 
@@ -50,7 +51,7 @@ pub(super) async fn list_nodes(
     checkable: &[usize],
     lister: Arc<dyn NodeLister>,
     settings: Listing<'_>,
-) -> HashMap<usize, (NodeView, Option<&'static str>)> {
+) -> HashMap<usize, NodeListing> {
     let deadline = tokio::time::Instant::now() + settings.deadline;
     let mut node_views = HashMap::new();
     let mut targets = Vec::with_capacity(checkable.len());
@@ -79,7 +80,7 @@ pub(super) async fn list_nodes(
                 ));
             }
             Err(reason) => {
-                node_views.insert(i, (NodeView::Unknown { reason }, None));
+                node_views.insert(i, (HeldView::Unknown { reason }, None));
             }
         }
     }
@@ -104,7 +105,7 @@ pub(super) async fn list_nodes(
     for &i in checkable {
         node_views.entry(i).or_insert_with(|| {
             (
-                NodeView::Unknown {
+                HeldView::Unknown {
                     reason: reason.clone(),
                 },
                 Some("timeout"),
@@ -167,9 +168,10 @@ async fn drive(
                                 nodes.len(),
                                 target.max_nodes
                             );
-                            (i, NodeView::Unknown { reason }, Some("output"))
+                            (i, HeldView::Unknown { reason }, Some("output"))
                         }
-                        Ok(nodes) => (i, NodeView::Listed(nodes), None),
+                        // Folded as it arrives: held compactly until its cluster is assembled.
+                        Ok(nodes) => (i, HeldView::fold(NodeView::Listed(nodes)), None),
                         Err(e) => {
                             warn!(
                                 host = %target.host,
@@ -179,7 +181,7 @@ async fn drive(
                                 "{PARTIAL}"
                             );
                             let reason = e.to_string();
-                            (i, NodeView::Unknown { reason }, Some(e.reason()))
+                            (i, HeldView::Unknown { reason }, Some(e.reason()))
                         }
                     }
                 }
@@ -217,7 +219,7 @@ async fn drive(
         let reason = "its turn did not come before the cycle's node-listing deadline; it is listed first next cycle".to_string();
         node_views.insert(
             rest.index,
-            (NodeView::Unknown { reason }, Some(NOT_STARTED)),
+            (HeldView::Unknown { reason }, Some(NOT_STARTED)),
         );
     }
     node_views
@@ -321,6 +323,6 @@ mod tests {
                 None
             ]
         );
-        assert_eq!(nodes[&6].0, NodeView::Listed(vec![]));
+        assert_eq!(nodes[&6].0.clone().unfold(), NodeView::Listed(vec![]));
     }
 }
