@@ -409,19 +409,8 @@ fn mark_ignored(
         return report;
     };
     for c in &mut cycle.clusters {
-        c.ignored = c
-            .mismatches
-            .iter()
-            .filter_map(|m| {
-                let rule = crate::state::ignore::first_match(
-                    rules,
-                    &c.cluster.id,
-                    &c.cluster.name,
-                    m,
-                    now,
-                )?;
-                Some((m.key(), format!("rule {}: {}", rule.number, rule.reason)))
-            })
+        c.ignored = crate::state::ignore::matched(rules, &c.cluster, &c.mismatches, now)
+            .map(|(key, rule)| (key, format!("rule {}: {}", rule.number, rule.reason)))
             .collect();
     }
     report
@@ -588,19 +577,8 @@ pub fn observe(
         .iter_mut()
         .map(|c| Observed {
             cluster: c.cluster.clone(),
-            ignored: c
-                .mismatches
-                .iter()
-                .filter_map(|m| {
-                    let rule = crate::state::ignore::first_match(
-                        rules,
-                        &c.cluster.id,
-                        &c.cluster.name,
-                        m,
-                        now,
-                    )?;
-                    Some((m.key(), crate::state::ignore::Ignored::of(rule)))
-                })
+            ignored: crate::state::ignore::matched(rules, &c.cluster, &c.mismatches, now)
+                .map(|(key, rule)| (key, crate::state::ignore::Ignored::of(rule)))
                 .collect(),
             coverage: match c.status {
                 ClusterStatus::Checked => Coverage::Full,

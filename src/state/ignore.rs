@@ -76,6 +76,20 @@ pub fn first_match<'a>(
         .find(|r| matches(r, cluster_id, cluster_name, m, now))
 }
 
+/// The findings of `cluster` among `found` that an `[[ignore]]` rule matches at `now`, each
+/// with the first rule that does.
+pub fn matched<'a>(
+    rules: &'a [IgnoreRule],
+    cluster: &'a crate::snapshot::ClusterIdentity,
+    found: &'a [Mismatch],
+    now: Timestamp,
+) -> impl Iterator<Item = (crate::diff::FindingKey, &'a IgnoreRule)> + 'a {
+    found.iter().filter_map(move |m| {
+        let rule = first_match(rules, &cluster.id, &cluster.name, m, now)?;
+        Some((m.key(), rule))
+    })
+}
+
 /// Warnings about `[[ignore]]` rules at `now`: expired ones (they match nothing), and those
 /// that expire within a day (their findings are alerted then). `(key, message)`; the
 /// service logs the same at start and on reload.
