@@ -45,7 +45,7 @@ const fn field(name: &'static str, doc: &'static str) -> Key {
 }
 
 /// The fields of an `[[ignore]]` rule, in the order messages list them. Not in
-/// `key::TABLES`: `[[ignore]]` is a list of tables, read by [`Reader::ignore_rules`].
+/// `tables::TABLES`: `[[ignore]]` is a list of tables, read by [`Reader::ignore_rules`].
 pub const FIELDS: &[&Key] = &[
     &field("cluster", "cluster name or id"),
     &field("kind", "a kind of finding"),

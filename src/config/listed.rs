@@ -2,7 +2,8 @@
 //! `docs/configuration.md` list every key with its true default, and each default is a value
 //! its key accepts.
 
-use super::key::{Default, Key, Kind, TABLES};
+use super::key::{Default, Key, Kind};
+use super::tables::TABLES;
 use super::{check, ignore, notify};
 use crate::base::duration::parse_duration;
 

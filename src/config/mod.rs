@@ -20,6 +20,7 @@ mod reader;
 pub mod secret_file;
 pub mod ssh;
 pub mod state;
+pub mod tables;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -172,7 +173,7 @@ impl Config {
                 detail: one_line(&e),
             })?;
         let mut r = reader::Reader::new(&root);
-        r.unknown_keys();
+        tables::unknown_keys(&mut r);
         // The tables are read in this order, and their problems are listed in it.
         let cloudstack = r.cloudstack(env);
         let ssh = r.ssh();

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::key::{self, Key, Kind};
+use super::key::{Key, Kind};
 use super::{Problem, Secret};
 use crate::base::duration::{human_duration, parse_duration};
 
@@ -204,32 +204,6 @@ impl<'a> Reader<'a> {
                 };
                 self.problem(&full, format!("cannot read {}: {why}", path.display()));
                 Secret::new("")
-            }
-        }
-    }
-
-    /// Tables and keys no release knows, each problem naming the closest known one.
-    pub(super) fn unknown_keys(&mut self) {
-        for (table, value) in self.root {
-            if table == "ignore" {
-                // An array of tables, read (and checked) by `ignore_rules`.
-                continue;
-            }
-            match key::table_keys(table) {
-                None => self.problem(&key::key_name(table), key::unknown_table(table)),
-                Some(keys) => match value.as_table() {
-                    None => self.problem(table, "must be a table"),
-                    Some(t) => {
-                        for name in t.keys() {
-                            if !keys.iter().any(|k| k.name == name) {
-                                self.problem(
-                                    &format!("{table}.{}", key::key_name(name)),
-                                    key::unknown_key(table, name),
-                                );
-                            }
-                        }
-                    }
-                },
             }
         }
     }

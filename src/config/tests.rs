@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::key::UNKNOWN_TABLE;
+use super::tables::UNKNOWN_TABLE;
 use super::*;
 
 const MINIMAL: &str = r#"
@@ -244,7 +244,7 @@ fn the_example_config_is_complete_and_valid() {
     assert_eq!(c.ssh.command, DEFAULT_COMMAND);
     // Every known key appears in the example.
     let example = include_str!("../../config/cks-drift.toml");
-    for (table, keys) in key::TABLES {
+    for (table, keys) in tables::TABLES {
         assert!(example.contains(&format!("[{table}]")), "[{table}]");
         for key in *keys {
             let key = key.name;

@@ -134,8 +134,14 @@ impl ClusterIdentity {
     /// The tenant its findings count toward: its owner's key, or for a cluster of unknown
     /// owner, the cluster itself (see `state::tenant`).
     pub fn tenant(&self) -> String {
-        crate::state::tenant(self.owner_id.as_deref(), &self.id)
+        tenant(self.owner_id.as_deref(), &self.id)
     }
+}
+
+/// The tenant a cluster's findings count toward: its owner's key (`Owner::key`), or for a
+/// cluster of unknown owner, the cluster itself.
+pub fn tenant(owner_id: Option<&str>, cluster_id: &str) -> String {
+    owner_id.map_or_else(|| format!("cluster:{cluster_id}"), str::to_string)
 }
 
 /// The cluster's own record, from `listKubernetesClusters`.

@@ -168,10 +168,17 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
-/// The tenant a cluster's findings count toward: its owner's key (`Owner::key`), or for a
-/// cluster of unknown owner, the cluster itself.
-pub fn tenant(owner_id: Option<&str>, cluster_id: &str) -> String {
-    owner_id.map_or_else(|| format!("cluster:{cluster_id}"), str::to_string)
+pub use crate::snapshot::tenant;
+
+impl State {
+    /// The tenant the findings of cluster `cluster_id` count toward (see `tenant`).
+    pub fn tenant_of(&self, cluster_id: &str) -> String {
+        let owner = self
+            .clusters
+            .get(cluster_id)
+            .and_then(|c| c.owner_id.as_deref());
+        tenant(owner, cluster_id)
+    }
 }
 
 impl ClusterState {

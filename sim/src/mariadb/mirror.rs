@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
+use super::BUFFER_POOL;
 use super::Schema;
-use super::server::BUFFER_POOL;
 use super::sql::{datetime, quote, rows};
 use crate::world::{SimCluster, SimOwner, World};
 

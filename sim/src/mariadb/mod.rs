@@ -23,6 +23,10 @@ mod sql;
 #[cfg(test)]
 mod tests;
 
+/// The server's buffer pool as started, in bytes: what the mirror sizes a large world's
+/// against (`mirror::server_sizing`) and the server starts with.
+const BUFFER_POOL: u64 = 16 << 20;
+
 pub use mirror::vm_db_id;
 pub use server::PrivateMariaDb;
 

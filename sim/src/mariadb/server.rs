@@ -1,6 +1,7 @@
 //! The private server's process: its programs, data directory, port and sizing, starting,
 //! killing and restarting it, and running its command-line client as root or as the reader.
 
+use super::BUFFER_POOL;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{Read, Write};
@@ -25,8 +26,6 @@ const PING_INTERVAL: Duration = Duration::from_millis(50);
 /// A free port can be taken by another process between probing and binding; a start whose
 /// bind failed is tried again on a new port this many times in all.
 const START_ATTEMPTS: usize = 5;
-/// The server's buffer pool as started, in bytes (see `server_sizing`).
-pub(super) const BUFFER_POOL: u64 = 16 << 20;
 
 /// A MariaDB server of this process's own, with database [`DATABASE`], the three tables of
 /// the chosen [`Schema`] and the read-only account [`READER`]. Dropping it kills the server

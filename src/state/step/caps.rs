@@ -5,7 +5,6 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::storm::tenant_of;
 use super::summaries::has_open_summary;
 use super::{Queue, StepSettings};
 use crate::base::time::Timestamp;
@@ -123,7 +122,7 @@ fn count(state: &State) -> Counts {
         state
             .clusters
             .contains_key(&rk.cluster_id)
-            .then(|| tenant_of(state, &rk.cluster_id))
+            .then(|| state.tenant_of(&rk.cluster_id))
     };
     let mut counts = Counts {
         all_alerts: alerts.len(),
@@ -185,7 +184,7 @@ fn annotate(
     if !settings.annotations {
         return;
     }
-    let tenant = tenant_of(q.state, cluster_id);
+    let tenant = q.state.tenant_of(cluster_id);
     let (_, annotated) = holding(q, cluster_id, new);
     let room = settings
         .alert_cap
@@ -218,7 +217,7 @@ fn alert(
         return;
     };
     let (name, zone_id) = (entry.name.clone(), entry.zone_id.clone());
-    let tenant = tenant_of(q.state, cluster_id);
+    let tenant = q.state.tenant_of(cluster_id);
     let (alerted, _) = holding(q, cluster_id, new);
     if !settings.alerts || new.is_empty() {
         return;
@@ -305,7 +304,7 @@ pub(super) fn catch_up(
         })
         .collect();
     for (id, found) in waiting {
-        if held_tenants.contains(&tenant_of(q.state, &id)) {
+        if held_tenants.contains(&q.state.tenant_of(&id)) {
             defer(q.state, &id, &found);
             continue;
         }

@@ -11,16 +11,6 @@ use crate::diff::Mismatch;
 use crate::diff::wording::storm_description;
 use crate::state::{Level, Notification, RecordKey, STORM_SCOPE, State, Storm};
 
-/// The tenant a cluster's findings count toward (`Owner::key`); a cluster of unknown owner
-/// is a tenant of its own.
-pub(super) fn tenant_of(state: &State, cluster_id: &str) -> String {
-    let owner = state
-        .clusters
-        .get(cluster_id)
-        .and_then(|c| c.owner_id.as_deref());
-    crate::state::tenant(owner, cluster_id)
-}
-
 /// The tenants a storm holds, given how many clusters of each have findings not yet told
 /// (new in this step, or held): a tenant is held when its own such clusters, and one for each
 /// other tenant that has any, exceed `threshold`. Another tenant's clusters count as one
@@ -49,7 +39,7 @@ fn waiting_by_tenant(state: &State, told: &[(String, Vec<Mismatch>)]) -> HashMap
     }
     let mut counts: HashMap<String, usize> = HashMap::new();
     for id in clusters {
-        *counts.entry(tenant_of(state, id)).or_default() += 1;
+        *counts.entry(state.tenant_of(id)).or_default() += 1;
     }
     counts
 }
@@ -72,7 +62,7 @@ pub(super) fn storm(
     };
     let (hold, tell): (Vec<_>, Vec<_>) = told
         .into_iter()
-        .partition(|(id, _)| held_tenants.contains(&tenant_of(q.state, id)));
+        .partition(|(id, _)| held_tenants.contains(&q.state.tenant_of(id)));
     let mut change = None;
     if let Some(t) = threshold.filter(|_| !hold.is_empty()) {
         match q.state.storm.take() {
@@ -220,7 +210,7 @@ fn release_held(state: &mut State, still_held: &HashSet<String>) -> Vec<(String,
     let ids: Vec<String> = state
         .clusters
         .keys()
-        .filter(|id| !still_held.contains(&tenant_of(state, id)))
+        .filter(|id| !still_held.contains(&state.tenant_of(id)))
         .cloned()
         .collect();
     let mut release: Vec<(String, Vec<Mismatch>)> = Vec::new();
