@@ -368,11 +368,18 @@ pub fn alertmanager_labels(
     labels
 }
 
+/// Who a cluster is, as an Alertmanager alert labels it.
+pub struct LabelledCluster<'a> {
+    pub id: &'a str,
+    pub name: &'a str,
+    pub zone_id: Option<&'a str>,
+    pub owner: Option<&'a str>,
+}
+
 /// The labels and annotations of the Alertmanager alert that sums up a cluster's findings
 /// past `notify.alert_cap` (`kind` and `key` `summary`).
 pub fn alertmanager_summary(
-    cluster_id: &str,
-    c: &crate::state::ClusterState,
+    c: &LabelledCluster<'_>,
     rest: &[&Mismatch],
 ) -> (
     std::collections::BTreeMap<String, String>,
@@ -381,14 +388,14 @@ pub fn alertmanager_summary(
     let value = |s: &str| crate::base::untrusted::shown(s, ALERTMANAGER_VALUE_MAX);
     let mut labels = std::collections::BTreeMap::new();
     labels.insert("alertname".to_string(), ALERTMANAGER_ALERTNAME.to_string());
-    labels.insert("cluster".to_string(), value(&c.name));
-    labels.insert("cluster_id".to_string(), value(cluster_id));
+    labels.insert("cluster".to_string(), value(c.name));
+    labels.insert("cluster_id".to_string(), value(c.id));
     labels.insert("kind".to_string(), "summary".to_string());
     labels.insert("key".to_string(), "summary".to_string());
-    if let Some(zone) = &c.zone_id {
+    if let Some(zone) = c.zone_id {
         labels.insert("zone".to_string(), value(zone));
     }
-    if let Some(owner) = &c.owner {
+    if let Some(owner) = c.owner {
         labels.insert("owner".to_string(), value(owner));
     }
     let mut kinds: Vec<(MismatchKind, usize)> = Vec::new();
@@ -420,10 +427,14 @@ pub fn alertmanager_summary(
     (labels, annotations)
 }
 
-/// The labels and annotations of the Alertmanager alert of a storm under way, which stands
-/// for the findings it holds (`kind` `storm`).
+/// The labels and annotations of the Alertmanager alert of a storm under way (its alert's
+/// `key`, since when, in how many of the clusters checked), which stands for the findings it
+/// holds (`kind` `storm`).
 pub fn alertmanager_storm(
-    storm: &crate::state::Storm,
+    key: &str,
+    since: crate::base::time::Timestamp,
+    clusters: usize,
+    checked: usize,
 ) -> (
     std::collections::BTreeMap<String, String>,
     std::collections::BTreeMap<String, String>,
@@ -431,13 +442,13 @@ pub fn alertmanager_storm(
     let mut labels = std::collections::BTreeMap::new();
     labels.insert("alertname".to_string(), ALERTMANAGER_ALERTNAME.to_string());
     labels.insert("kind".to_string(), "storm".to_string());
-    labels.insert("key".to_string(), storm.key.clone());
+    labels.insert("key".to_string(), key.to_string());
     let mut annotations = std::collections::BTreeMap::new();
     annotations.insert(
         "summary".to_string(),
         format!(
             "A storm of VM map findings since {}: new findings in {} of {} checked clusters at once",
-            storm.since, storm.clusters, storm.checked
+            since, clusters, checked
         ),
     );
     annotations.insert(

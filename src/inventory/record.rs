@@ -40,7 +40,7 @@ impl VmId {
 
 /// The 16 bytes of `s` if it is a UUID in CloudStack's form (lowercase hex, 8-4-4-4-12), so
 /// that writing them back gives `s` exactly.
-fn uuid_bytes(s: &str) -> Option<[u8; 16]> {
+pub(crate) fn uuid_bytes(s: &str) -> Option<[u8; 16]> {
     let b = s.as_bytes();
     if b.len() != 36 {
         return None;
@@ -71,19 +71,22 @@ fn uuid_bytes(s: &str) -> Option<[u8; 16]> {
     Some(out)
 }
 
+/// Writes the 16 bytes of a UUID in CloudStack's form, the inverse of [`uuid_bytes`].
+pub(crate) fn write_uuid(f: &mut impl fmt::Write, b: &[u8; 16]) -> fmt::Result {
+    for (i, byte) in b.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            f.write_str("-")?;
+        }
+        write!(f, "{byte:02x}")?;
+    }
+    Ok(())
+}
+
 impl fmt::Display for VmId {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         match &self.0 {
             IdRepr::Other(s) => f.write_str(s),
-            IdRepr::Uuid(b) => {
-                for (i, byte) in b.iter().enumerate() {
-                    if matches!(i, 4 | 6 | 8 | 10) {
-                        f.write_str("-")?;
-                    }
-                    write!(f, "{byte:02x}")?;
-                }
-                Ok(())
-            }
+            IdRepr::Uuid(b) => write_uuid(f, b),
         }
     }
 }

@@ -19,7 +19,8 @@ use crate::base::time::Timestamp;
 use crate::config::{AlertmanagerAuth, AlertmanagerSettings};
 use crate::diff::Mismatch;
 use crate::diff::wording::{
-    alertmanager_annotations, alertmanager_labels, alertmanager_storm, alertmanager_summary,
+    LabelledCluster, alertmanager_annotations, alertmanager_labels, alertmanager_storm,
+    alertmanager_summary,
 };
 use crate::state::State;
 
@@ -296,14 +297,21 @@ pub fn firing(state: &State, ends_at: Timestamp, caps: FiringCaps) -> Vec<Value>
         let rest = &open[each..];
         if !rest.is_empty() && cap > 0 {
             let rest: Vec<&Mismatch> = rest.iter().map(|(_, _, m)| m).collect();
-            let (labels, annotations) = alertmanager_summary(id, c, &rest);
+            let cluster = LabelledCluster {
+                id,
+                name: &c.name,
+                zone_id: c.zone_id.as_deref(),
+                owner: c.owner.as_deref(),
+            };
+            let (labels, annotations) = alertmanager_summary(&cluster, &rest);
             let since = open[each].0;
             out.push(alert(&labels, &annotations, since, ends_at));
         }
         *spent += cap.min(open.len());
     }
     if let Some(storm) = &state.storm {
-        let (labels, annotations) = alertmanager_storm(storm);
+        let (labels, annotations) =
+            alertmanager_storm(&storm.key, storm.since, storm.clusters, storm.checked);
         out.push(alert(&labels, &annotations, storm.since, ends_at));
     }
     out
