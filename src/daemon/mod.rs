@@ -28,7 +28,7 @@ use crate::base::time::Timestamp;
 use crate::config::{Config, ConfigError};
 use crate::database::Database;
 use crate::database::lock::Lock;
-use crate::engine::{Engine, Store, Tick};
+use crate::engine::{Engine, EngineError, Store, Tick};
 use crate::state::file::StateError;
 use http::one_line;
 use listen::{Endpoint, Passed};
@@ -41,8 +41,8 @@ pub enum DaemonError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     State(#[from] StateError),
-    #[error("cannot set up checking: {0}")]
-    Engine(String),
+    #[error("cannot set up checking")]
+    Engine(#[from] EngineError),
     #[error("cannot handle signal {signal}")]
     Signal {
         signal: &'static str,
@@ -83,7 +83,7 @@ pub async fn run(
         engine.lock = lock.clone();
         Ok(engine)
     };
-    let engine = build(&config, Some(store)).map_err(DaemonError::Engine)?;
+    let engine = build(&config, Some(store))?;
     let endpoint = Endpoint::choose(passed, config.http.listen);
     let parts = Parts {
         config,

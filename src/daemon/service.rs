@@ -25,7 +25,7 @@ use crate::base::time::Timestamp;
 use crate::config::Config;
 use crate::daemon::metrics::{CycleOutcome, Metrics};
 use crate::database::lock::{Role, Term};
-use crate::engine::{Engine, Store, Tick};
+use crate::engine::{Engine, EngineError, Store, Tick};
 
 /// How long a running cycle may go on after shutdown is requested before it is cancelled.
 /// The state file is written atomically and queued notifications stay in it, so cancelling
@@ -95,7 +95,7 @@ pub struct Parts<E, B> {
 pub async fn serve<E, B>(parts: Parts<E, B>, shutdown: CancellationToken) -> Result<(), DaemonError>
 where
     E: Ticker,
-    B: FnMut(&Config, Option<Store>) -> Result<E, String> + Send,
+    B: FnMut(&Config, Option<Store>) -> Result<E, EngineError> + Send,
 {
     let Parts {
         config,
@@ -251,7 +251,7 @@ struct Scheduler<E, B> {
 impl<E, B> Scheduler<E, B>
 where
     E: Ticker,
-    B: FnMut(&Config, Option<Store>) -> Result<E, String>,
+    B: FnMut(&Config, Option<Store>) -> Result<E, EngineError>,
 {
     async fn run(
         &mut self,
@@ -358,7 +358,7 @@ where
                 error!(error = %e, "the cycle task failed; reopening the state file");
                 let store = Store::open(&self.config)?;
                 let mut engine =
-                    (self.build)(&self.config, Some(store)).map_err(DaemonError::Engine)?;
+                    (self.build)(&self.config, Some(store))?;
                 engine.take_over(None, &self.shared.metrics);
                 self.reloaded = None;
                 self.idle = Some(engine);
@@ -425,7 +425,7 @@ where
         let engine = match (self.build)(&new, None) {
             Ok(e) => e,
             Err(e) => {
-                error!(error = %e, "the new config is refused; the old one stays in force");
+                error!(error = %error_chain(&e), "the new config is refused; the old one stays in force");
                 return;
             }
         };

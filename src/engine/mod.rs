@@ -18,10 +18,12 @@ use crate::config::Config;
 use crate::database::lock::{Lock, Role};
 use crate::diff::{MismatchKind, Policy};
 use crate::engine::cycle::{ClusterStatus, CycleError, CycleReport, CycleSettings, run_cycle};
-use crate::notify::alertmanager::{Alertmanager, FiringCaps, active_for, firing};
+use crate::notify::alertmanager::{
+    Alertmanager, AlertmanagerError, FiringCaps, active_for, firing,
+};
 use crate::notify::{DeliveryCounts, DeliverySettings, deliver};
 use crate::remote::NodeLister;
-use crate::remote::ssh::SshNodeLister;
+use crate::remote::ssh::{KeyError, SshNodeLister};
 use crate::state::State;
 use crate::state::file::{StateError, StateFile};
 use crate::state::step::{
@@ -53,6 +55,21 @@ impl Store {
             recover,
         })
     }
+}
+
+/// Why an engine could not be built from a config: the part that could not be wired. Each
+/// variant shows its part's own error as it is.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The CloudStack API client (`[cloudstack]`).
+    #[error(transparent)]
+    Client(#[from] ApiError),
+    /// The SSH node lister (`[ssh]`): its private key.
+    #[error(transparent)]
+    Ssh(#[from] KeyError),
+    /// The Alertmanager client (`[alertmanager]`).
+    #[error(transparent)]
+    Alertmanager(#[from] AlertmanagerError),
 }
 
 /// Everything a tick needs.
@@ -105,7 +122,7 @@ pub struct Tick {
 impl Engine {
     /// The engine for a config: the API client, the SSH node lister and the settings. The
     /// one place where a configured engine is wired.
-    pub fn from_config(config: &Config, store: Option<Store>) -> Result<Engine, String> {
+    pub fn from_config(config: &Config, store: Option<Store>) -> Result<Engine, EngineError> {
         warn_plain_transport(config);
         warn_readable_secrets(config);
         if config.ssh.host_key_policy == crate::config::HostKeyPolicy::Off {
@@ -116,8 +133,8 @@ impl Engine {
         {
             tracing::warn!("{key} {message}");
         }
-        let api = Client::new(&config.cloudstack).map_err(|e| error_chain(&e))?;
-        let lister = SshNodeLister::new(&config.ssh).map_err(|e| error_chain(&e))?;
+        let api = Client::new(&config.cloudstack)?;
+        let lister = SshNodeLister::new(&config.ssh)?;
         Ok(Engine {
             api: Arc::new(api),
             lister: Arc::new(lister),
@@ -375,15 +392,13 @@ fn step_settings(config: &Config) -> StepSettings {
     }
 }
 
-fn delivery_settings(config: &Config) -> Result<DeliverySettings, String> {
+fn delivery_settings(config: &Config) -> Result<DeliverySettings, AlertmanagerError> {
     Ok(DeliverySettings {
         event_log: config.notify.event_log.clone(),
         alert_types: config.notify.alert_types.clone(),
         alertmanager: match &config.alertmanager {
             None => None,
-            Some(am) => Some(Arc::new(
-                Alertmanager::new(am).map_err(|e| error_chain(&e))?,
-            )),
+            Some(am) => Some(Arc::new(Alertmanager::new(am)?)),
         },
     })
 }

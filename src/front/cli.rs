@@ -197,7 +197,7 @@ async fn check(path: &std::path::Path, format: Format, no_notify: bool) -> i32 {
     };
     let mut engine = match Engine::from_config(&config, store) {
         Ok(e) => e,
-        Err(e) => return fail(e),
+        Err(e) => return fail(error_chain(&e)),
     };
     // With a database, a check that notifies must be the one active instance: it takes the
     // lock for its one cycle, or stops if a running instance holds it.
