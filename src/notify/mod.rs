@@ -54,8 +54,11 @@ pub enum DeliveryError {
     Api(#[from] ApiError),
     #[error(transparent)]
     EventLog(#[from] event_log::EventLogError),
-    #[error("{0}")]
-    Alert(String),
+    #[error(transparent)]
+    Alert(#[from] alerts::AlertError),
+    /// `addAnnotation` succeeded without naming the annotation it made.
+    #[error("addAnnotation answered without an annotation id")]
+    AnnotationWithoutId,
     #[error(transparent)]
     Alertmanager(#[from] alertmanager::AlertmanagerError),
 }
@@ -345,9 +348,7 @@ async fn add_annotation(
         .and_then(|a| a.get("id"))
         .and_then(|id| id.as_str())
         .map(str::to_string)
-        .ok_or_else(|| {
-            DeliveryError::Alert("addAnnotation answered without an annotation id".into())
-        })
+        .ok_or(DeliveryError::AnnotationWithoutId)
 }
 
 #[cfg(test)]
