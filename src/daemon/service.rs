@@ -357,8 +357,7 @@ where
                 // The engine, and the state file's lock with it, went down with the task.
                 error!(error = %e, "the cycle task failed; reopening the state file");
                 let store = Store::open(&self.config)?;
-                let mut engine =
-                    (self.build)(&self.config, Some(store))?;
+                let mut engine = (self.build)(&self.config, Some(store))?;
                 engine.take_over(None, &self.shared.metrics);
                 self.reloaded = None;
                 self.idle = Some(engine);
