@@ -32,8 +32,8 @@ pub enum DbError {
     },
     #[error("the database refused {what}: {reason}")]
     Query { what: &'static str, reason: String },
-    #[error("{0}")]
-    Schema(String),
+    #[error(transparent)]
+    Schema(#[from] schema::SchemaError),
     #[error("{what} gave more than {max} rows; this cycle reads them through the API")]
     TooManyRows { what: &'static str, max: usize },
 }
