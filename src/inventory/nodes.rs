@@ -78,7 +78,8 @@ pub(super) async fn list_nodes(
                     },
                 ));
             }
-            Err(reason) => {
+            Err(e) => {
+                let reason = e.to_string();
                 node_views.insert(i, (NodeView::Unknown { reason }, None));
             }
         }
