@@ -129,7 +129,7 @@ impl<'a> Reader<'a> {
                 default
             }
             Err(e) => {
-                self.problem(&key.full(), e);
+                self.problem(&key.full(), e.to_string());
                 default
             }
         }
