@@ -61,18 +61,33 @@ fn rule_key(number: usize, field: &str) -> String {
     format!("ignore[{number}].{field}")
 }
 
+/// How to write `expires`, at the end of every problem with it.
+const EXPIRY_HOW: &str = "give an RFC 3339 date-time such as 2026-12-31T00:00:00Z, or a date \
+     such as 2026-12-31 (its midnight UTC)";
+
+/// Why `expires` is not a point in time.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExpiryError {
+    /// Neither a string nor a TOML date-time.
+    #[error("must be a date-time, not {kind}; {EXPIRY_HOW}")]
+    NotADateTime { kind: &'static str },
+    /// A local date-time: it would end at a different moment on every host.
+    #[error("is {text:?}, which has no time zone; {EXPIRY_HOW}")]
+    NoTimeZone { text: String },
+    #[error("is {text:?}; {EXPIRY_HOW}")]
+    Unreadable { text: String },
+}
+
 /// `expires`: an RFC 3339 date-time, or a date alone (its midnight UTC); a TOML date-time or a
 /// string.
-pub fn parse_expiry(value: &toml::Value) -> Result<Timestamp, String> {
-    const HOW: &str = "give an RFC 3339 date-time such as 2026-12-31T00:00:00Z, or a date such as 2026-12-31 (its midnight UTC)";
+pub fn parse_expiry(value: &toml::Value) -> Result<Timestamp, ExpiryError> {
     let text = match value {
         toml::Value::String(s) => s.trim().to_string(),
         toml::Value::Datetime(d) => d.to_string(),
         other => {
-            return Err(format!(
-                "must be a date-time, not {}; {HOW}",
-                other.type_str()
-            ));
+            return Err(ExpiryError::NotADateTime {
+                kind: other.type_str(),
+            });
         }
     };
     let full = if text.len() == 10 {
@@ -85,8 +100,8 @@ pub fn parse_expiry(value: &toml::Value) -> Result<Timestamp, String> {
         || full.len() > 19 && matches!(full.as_bytes()[full.len() - 6], b'+' | b'-');
     match Timestamp::parse(&full) {
         Some(t) if zoned => Ok(t),
-        Some(_) => Err(format!("is {text:?}, which has no time zone; {HOW}")),
-        None => Err(format!("is {text:?}; {HOW}")),
+        Some(_) => Err(ExpiryError::NoTimeZone { text }),
+        None => Err(ExpiryError::Unreadable { text }),
     }
 }
 
@@ -210,7 +225,7 @@ impl Reader<'_> {
         match parse_expiry(t.get("expires")?) {
             Ok(when) => Some(when),
             Err(e) => {
-                self.problem(&rule_key(number, "expires"), e);
+                self.problem(&rule_key(number, "expires"), e.to_string());
                 None
             }
         }
