@@ -5,12 +5,15 @@
 //! `check.interval`.
 //!
 //! Scheduling, the endpoint's shared figures and systemd notifications live in `service`
-//! and `http`; the socket systemd passes and binding `http.listen` in `listen`; what a tick does belongs to `engine`, the exposition to `metrics`. `logging`
-//! installs the log output for `run` and for the one-shot commands alike.
+//! and `http`; the socket systemd passes and binding `http.listen` in `listen`; what a tick
+//! does belongs to `engine`, the exposition to `metrics`. `logging` installs the log output
+//! for `run` and for the one-shot commands alike; `messages` holds the wording of the
+//! service's log lines.
 
 pub mod http;
 pub mod listen;
 pub mod logging;
+mod messages;
 pub mod metrics;
 pub mod service;
 
