@@ -14,6 +14,7 @@ use crate::cloudstack::error::ApiError;
 use crate::cloudstack::model::Alert;
 use crate::diff::wording::alert_marker;
 use crate::notify::DeliveryError;
+use crate::notify::messages::ALERT_NOT_STORED;
 use crate::state::{AlertRecord, State};
 
 /// The `name` of every alert this daemon raises.
@@ -121,11 +122,7 @@ impl AlertDesk {
             if let Some(a) = stored.iter().find(|a| has_tag(a, &tag)) {
                 return Ok(record(a));
             }
-            warn!(
-                alert_type = t,
-                key,
-                "CloudStack did not store the alert (another un-archived alert holds this type); trying another type"
-            );
+            warn!(alert_type = t, key, "{ALERT_NOT_STORED}");
         }
         Err(AlertError::NotStored {
             key: key.to_string(),
