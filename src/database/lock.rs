@@ -16,6 +16,7 @@ use tokio::sync::{Mutex, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use super::messages::LOCK_UNASKED;
 use super::{Database, DbError};
 
 /// The lock's name: per database, so that two clouds on one server do not exclude each other
@@ -321,7 +322,10 @@ impl Lock {
                         if unreachable {
                             debug!(error = %e, "the lock cannot be asked for");
                         } else {
-                            warn!(error = %e, "cannot ask for the lock; this instance stands by until the database answers");
+                            warn!(
+                                error = %e,
+                                "{LOCK_UNASKED}"
+                            );
                             unreachable = true;
                         }
                     }

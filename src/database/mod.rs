@@ -7,6 +7,7 @@
 
 pub mod lock;
 pub mod map;
+mod messages;
 pub mod schema;
 pub mod vms;
 

@@ -6,6 +6,7 @@
 
 pub mod known_hosts;
 pub mod kubectl;
+mod messages;
 pub mod ssh;
 
 use std::collections::HashSet;
