@@ -173,7 +173,10 @@ impl Reader<'_> {
             None => {
                 self.problem(
                     &URL.full(),
-                    format!("is missing; set it to the CloudStack database, {URL_EXAMPLE}, or remove [database] to read everything through the API"),
+                    format!(
+                        "is missing; set it to the CloudStack database, {URL_EXAMPLE}, or \
+                         remove [database] to read everything through the API"
+                    ),
                 );
                 String::new()
             }
@@ -196,7 +199,10 @@ impl Reader<'_> {
             };
             self.problem(
                 &PASSWORD_FILE.full(),
-                format!("is missing; point it at a file holding the password of {whose}, or set {ENV_DB_PASSWORD}"),
+                format!(
+                    "is missing; point it at a file holding the password of {whose}, or set \
+                     {ENV_DB_PASSWORD}"
+                ),
             );
         }
         Secret::new("")

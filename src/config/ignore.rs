@@ -2,6 +2,9 @@
 //! it may match, and when it expires.
 
 use super::key::{Default, Key, Kind, key_name};
+use super::messages::{
+    IGNORE_NO_REASON, IGNORE_NODE_WITHOUT_CLUSTER, IGNORE_VM_NAME_WITHOUT_CLUSTER,
+};
 use super::reader::Reader;
 use crate::base::id::is_uuid;
 use crate::base::time::Timestamp;
@@ -155,10 +158,7 @@ impl Reader<'_> {
         self.rule_scope(&rule);
         // An empty or mistyped reason has its problem already.
         if !t.contains_key("reason") {
-            self.problem(
-                &rule_key(number, "reason"),
-                "is missing; say why this drift is accepted (it is shown with every finding the rule matches)",
-            );
+            self.problem(&rule_key(number, "reason"), IGNORE_NO_REASON);
         }
         let expires = self.rule_expiry(number, t);
         Some(IgnoreRule { expires, ..rule })
@@ -207,15 +207,9 @@ impl Reader<'_> {
         // the whole cloud.
         if rule.cluster.is_none() {
             if rule.node.is_some() {
-                self.problem(
-                    &rule_key(number, "cluster"),
-                    "is missing: a rule with a node names its cluster (by id, or by name), or it matches that node name in every tenant's cluster",
-                );
+                self.problem(&rule_key(number, "cluster"), IGNORE_NODE_WITHOUT_CLUSTER);
             } else if rule.vm.as_deref().is_some_and(|v| !is_uuid(v)) {
-                self.problem(
-                    &rule_key(number, "cluster"),
-                    "is missing: a rule with a VM name names its cluster (by id, or by name), or it matches that VM name in every tenant's cluster; or give the VM's id instead of its name",
-                );
+                self.problem(&rule_key(number, "cluster"), IGNORE_VM_NAME_WITHOUT_CLUSTER);
             }
         }
     }

@@ -124,7 +124,8 @@ pub(super) fn parse_range(text: &str) -> Result<std::ops::RangeInclusive<u32>, S
     }
     if lo <= 100 {
         return Err(format!(
-            "{text:?} overlaps CloudStack's own alert types (0-33 and those added later); use numbers above 100, e.g. \"3000-3999\""
+            "{text:?} overlaps CloudStack's own alert types (0-33 and those added later); use \
+             numbers above 100, e.g. \"3000-3999\""
         ));
     }
     if hi > i16::MAX as u32 {
