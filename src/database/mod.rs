@@ -22,11 +22,17 @@ use crate::config::DatabaseSettings;
 /// Why the database could not be used. The texts never hold the password.
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
-    #[error("cannot connect to the database at {address} within {}", crate::base::duration::human_duration(*.within))]
+    #[error(
+        "cannot connect to the database at {address} within {}",
+        crate::base::duration::human_duration(*.within)
+    )]
     ConnectTimeout { address: String, within: Duration },
     #[error("cannot connect to the database at {address}: {reason}")]
     Connect { address: String, reason: String },
-    #[error("the database did not answer {what} within {}", crate::base::duration::human_duration(*.within))]
+    #[error(
+        "the database did not answer {what} within {}",
+        crate::base::duration::human_duration(*.within)
+    )]
     QueryTimeout {
         what: &'static str,
         within: Duration,

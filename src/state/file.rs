@@ -13,7 +13,12 @@ use crate::state::{State, VERSION};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
-    #[error("state file {path} is in use by another cks-drift{}; stop it or point state.path elsewhere, or check without notifying (cks-drift check --no-notify neither uses nor locks the state file)", holder.map(|p| format!(" (pid {p})")).unwrap_or_default())]
+    #[error(
+        "state file {path} is in use by another cks-drift{}; stop it or point state.path \
+         elsewhere, or check without notifying (cks-drift check --no-notify neither uses nor \
+         locks the state file)",
+        holder.map(|p| format!(" (pid {p})")).unwrap_or_default()
+    )]
     Locked { path: PathBuf, holder: Option<u32> },
     #[error("cannot {action} {path}")]
     Io {
@@ -25,11 +30,15 @@ pub enum StateError {
     #[error("state file {path} cannot be read: {why}")]
     Unreadable { path: PathBuf, why: ParseError },
     #[error(
-        "the state folder {dir} belongs to {owner} and this runs as root: the state file and its lock would become root's, and {owner} (the service) could no longer open them; run it as {owner} (sudo -u {owner} cks-drift ...), or check without notifying (cks-drift check --no-notify neither uses nor writes the state file)"
+        "the state folder {dir} belongs to {owner} and this runs as root: the state file and its \
+         lock would become root's, and {owner} (the service) could no longer open them; run it as \
+         {owner} (sudo -u {owner} cks-drift ...), or check without notifying (cks-drift check \
+         --no-notify neither uses nor writes the state file)"
     )]
     RootInServiceFolder { dir: PathBuf, owner: String },
     #[error(
-        "cannot open {path}: permission denied for {user}; it belongs to {owner}: run as {owner} (sudo -u {owner} cks-drift ...), or give it back with chown {owner} {path}"
+        "cannot open {path}: permission denied for {user}; it belongs to {owner}: run as {owner} \
+         (sudo -u {owner} cks-drift ...), or give it back with chown {owner} {path}"
     )]
     NotOurs {
         path: PathBuf,
