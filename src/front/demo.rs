@@ -254,11 +254,13 @@ impl Scenario {
                 self.destroyed_vm.1
             ),
             format!(
-                "VM {} is named as a node of db but is in no map: left over from a failed scale-out 3 hours ago",
+                "VM {} is named as a node of db but is in no map: left over from a failed \
+                 scale-out 3 hours ago",
                 self.stray_vm.1
             ),
             format!(
-                "Kubernetes node {} has no VM: the VM was expunged 40 days ago, the node object stayed",
+                "Kubernetes node {} has no VM: the VM was expunged 40 days ago, the node object \
+                 stayed",
                 self.ghost_node
             ),
             format!(

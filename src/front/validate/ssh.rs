@@ -128,7 +128,8 @@ fn identities(nodes: &[crate::snapshot::Node]) -> String {
     match (nodes.len(), known) {
         (0, _) => head,
         (_, 0) => format!(
-            "{head}, by name only (none with a system UUID or provider ID): they are matched to VMs by name"
+            "{head}, by name only (none with a system UUID or provider ID): they are matched to \
+             VMs by name"
         ),
         _ => format!("{head}, {known} with a system UUID or provider ID"),
     }
