@@ -279,7 +279,11 @@ impl Lock {
         {
             warn!(
                 database = %self.db.address(),
-                "the lock has been held for {} by a connection of another database user: it may be no instance of cks-drift, and then none checks. Give every instance the same database user, or find the holder with SELECT IS_USED_LOCK(LEFT(CONCAT('cks-drift.', DATABASE()), 64)) and SHOW PROCESSLIST as an administrator",
+                "the lock has been held for {} by a connection of another database user: it may \
+                 be no instance of cks-drift, and then none checks. Give every instance the same \
+                 database user, or find the holder with SELECT \
+                 IS_USED_LOCK(LEFT(CONCAT('cks-drift.', DATABASE()), 64)) and SHOW PROCESSLIST as \
+                 an administrator",
                 crate::base::duration::human_duration(since.elapsed())
             );
         }
