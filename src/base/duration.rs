@@ -38,24 +38,39 @@ pub fn human_elapsed(d: Duration) -> String {
     }
 }
 
+/// Why a text is not a duration; each names the text as given (trimmed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("is empty; give a number with a unit, e.g. \"30s\" or \"5m\"")]
+    Empty,
+    #[error("{text:?} is not a duration; use e.g. \"30s\", \"5m\", \"1h\"")]
+    NotADuration { text: String },
+    #[error("{text:?} has a number too large")]
+    NumberTooLarge { text: String },
+    #[error("{text:?} has no unit; write e.g. \"{number}s\" or \"{number}m\"")]
+    NoUnit { text: String, number: u64 },
+    #[error("{text:?} has an unknown unit {unit:?}; use ms, s, m, h or d")]
+    UnknownUnit { text: String, unit: String },
+    #[error("{text:?} is too long a duration")]
+    TooLong { text: String },
+}
+
 /// Parses a duration with a unit: `500ms`, `30s`, `5m`, `1h`, `1d`, or a sum like `1h30m`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
     let s = s.trim();
     if s.is_empty() {
-        return Err("is empty; give a number with a unit, e.g. \"30s\" or \"5m\"".into());
+        return Err(DurationError::Empty);
     }
     let mut total = Duration::ZERO;
     let mut rest = s;
     while !rest.is_empty() {
         let digits = rest.bytes().take_while(|c| c.is_ascii_digit()).count();
         if digits == 0 {
-            return Err(format!(
-                "{s:?} is not a duration; use e.g. \"30s\", \"5m\", \"1h\""
-            ));
+            return Err(DurationError::NotADuration { text: s.into() });
         }
         let n: u64 = rest[..digits]
             .parse()
-            .map_err(|_| format!("{s:?} has a number too large"))?;
+            .map_err(|_| DurationError::NumberTooLarge { text: s.into() })?;
         rest = &rest[digits..];
         let unit_len = rest.bytes().take_while(|c| c.is_ascii_alphabetic()).count();
         let unit = &rest[..unit_len];
@@ -67,19 +82,21 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             "h" => Duration::from_secs(n.saturating_mul(3600)),
             "d" => Duration::from_secs(n.saturating_mul(86_400)),
             "" => {
-                return Err(format!(
-                    "{s:?} has no unit; write e.g. \"{n}s\" or \"{n}m\""
-                ));
+                return Err(DurationError::NoUnit {
+                    text: s.into(),
+                    number: n,
+                });
             }
             other => {
-                return Err(format!(
-                    "{s:?} has an unknown unit {other:?}; use ms, s, m, h or d"
-                ));
+                return Err(DurationError::UnknownUnit {
+                    text: s.into(),
+                    unit: other.into(),
+                });
             }
         };
         total = total
             .checked_add(part)
-            .ok_or_else(|| format!("{s:?} is too long a duration"))?;
+            .ok_or_else(|| DurationError::TooLong { text: s.into() })?;
     }
     Ok(total)
 }
@@ -95,23 +112,20 @@ mod tests {
         assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(parse_duration("2d"), Ok(Duration::from_secs(172_800)));
-        assert!(parse_duration("5").unwrap_err().contains("no unit"));
+        let shown = |s: &str| parse_duration(s).map_err(|e| e.to_string());
+        assert!(shown("5").unwrap_err().contains("no unit"));
         assert_eq!(
-            parse_duration("5 min"),
+            shown("5 min"),
             Err("\"5 min\" has no unit; write e.g. \"5s\" or \"5m\"".to_string())
         );
         assert_eq!(
-            parse_duration("m5"),
+            shown("m5"),
             Err("\"m5\" is not a duration; use e.g. \"30s\", \"5m\", \"1h\"".to_string())
         );
-        assert!(
-            parse_duration("5w")
-                .unwrap_err()
-                .contains("unknown unit \"w\"")
-        );
+        assert!(shown("5w").unwrap_err().contains("unknown unit \"w\""));
         assert!(parse_duration("").is_err());
         assert_eq!(
-            parse_duration("18446744073709551615s1s"),
+            shown("18446744073709551615s1s"),
             Err("\"18446744073709551615s1s\" is too long a duration".to_string())
         );
     }

@@ -13,7 +13,24 @@ use crate::snapshot::{ClusterInfo, Owner};
 pub const ROOT_SCOPE: [(&str, &str); 2] = [("listall", "true"), ("projectid", "-1")];
 
 /// Why a cluster's nodes are not listed when it has no endpoint.
-pub const NO_ENDPOINT: &str = "the cluster has no endpoint address to reach its control node over SSH; CloudStack records one when the cluster first starts, so until then only its VM map and VMs are compared";
+pub const NO_ENDPOINT: &str = "the cluster has no endpoint address to reach its control node \
+     over SSH; CloudStack records one when the cluster first starts, so until then only its VM \
+     map and VMs are compared";
+
+/// Why cks-drift does not log in to a cluster's control node.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoginError {
+    /// No `endpoint` yet: see [`NO_ENDPOINT`].
+    #[error("{NO_ENDPOINT}")]
+    NoEndpoint,
+    /// The `controlNodeLoginUser` detail is not a plain user name (see
+    /// [`is_plain_user_name`]); `shown` is the detail escaped and cut for display.
+    #[error(
+        "the controlNodeLoginUser detail of the cluster's first VM is not a plain user \
+         name (\"{shown}\"); cks-drift does not log in as it"
+    )]
+    NotPlainUser { shown: String },
+}
 
 /// The owner of a cluster or VM: its project if it has one (project resources carry no
 /// account), else its account in its domain.
@@ -118,7 +135,7 @@ pub fn ssh_target(
     c: &KubernetesCluster,
     network: Option<&Network>,
     default_user: &str,
-) -> Result<SshTarget, String> {
+) -> Result<SshTarget, LoginError> {
     let detail = c
         .virtualmachines
         .first()
@@ -140,16 +157,14 @@ pub fn login_target(
     login_detail: Option<&str>,
     port: u16,
     default_user: &str,
-) -> Result<SshTarget, String> {
-    let host = endpoint_host(endpoint).ok_or(NO_ENDPOINT)?;
+) -> Result<SshTarget, LoginError> {
+    let host = endpoint_host(endpoint).ok_or(LoginError::NoEndpoint)?;
     let detail = login_detail.filter(|u| !u.trim().is_empty());
     let user = match detail {
         Some(u) if !is_plain_user_name(u) => {
-            return Err(format!(
-                "the controlNodeLoginUser detail of the cluster's first VM is not a plain user \
-                 name (\"{}\"); cks-drift does not log in as it",
-                crate::base::untrusted::shown(u, 64)
-            ));
+            return Err(LoginError::NotPlainUser {
+                shown: crate::base::untrusted::shown(u, 64),
+            });
         }
         Some(u) => u.to_string(),
         None => default_user.to_string(),
@@ -244,7 +259,7 @@ mod tests {
         no_endpoint.endpoint = None;
         assert_eq!(
             ssh_target(&no_endpoint, None, "cloud"),
-            Err(NO_ENDPOINT.to_string())
+            Err(LoginError::NoEndpoint)
         );
     }
 
@@ -306,7 +321,7 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(
-            ssh_target(&c, None, "cloud"),
+            ssh_target(&c, None, "cloud").map_err(|e| e.to_string()),
             Err(
                 "the controlNodeLoginUser detail of the cluster's first VM is not a plain user \
                  name (\"root\\x1b[2J\"); cks-drift does not log in as it"

@@ -3,9 +3,10 @@
 //! becomes rows. A list is complete only when a page comes back short or empty: `count` only
 //! plans which pages to fetch together, since some releases answer the rows of the page as
 //! `count` (`listKubernetesClusters` before 4.19.1, apache/cloudstack PR 8701) and a count
-//! read on page 1 is stale once rows are added while later pages are read. Pure bookkeeping and parsing: fetching pages, in parallel and in order,
-//! belongs to the client, and reading an answer as it arrives to `streamed`; an answer that
-//! is not a plain page is explained by `response`.
+//! read on page 1 is stale once rows are added while later pages are read. Pure bookkeeping
+//! and parsing: fetching pages, in parallel and in order, belongs to the client, and reading
+//! an answer as it arrives to `streamed`; an answer that is not a plain page is explained by
+//! `response`.
 
 use std::ops::RangeInclusive;
 

@@ -73,17 +73,20 @@ impl Release {
         let mut out = Vec::new();
         if self.counts_cluster_page_rows() {
             out.push(
-                "listKubernetesClusters answers the rows of the page as its count (fixed in 4.19.1): clusters are read page by page until a page comes back short",
+                "listKubernetesClusters answers the rows of the page as its count (fixed in \
+                 4.19.1): clusters are read page by page until a page comes back short",
             );
         }
         if self.minus_one_leaves_networks_out() {
             out.push(
-                "listNetworks with projectid=-1 leaves accounts' own networks out (fixed in 4.22): networks are also listed without projectid, and both listings are merged",
+                "listNetworks with projectid=-1 leaves accounts' own networks out (fixed in \
+                 4.22): networks are also listed without projectid, and both listings are merged",
             );
         }
         if self.major == 4 && self.minor < 21 {
             out.push(
-                "clusters' VMs carry no isetcdnode/isexternalnode (added in 4.21): etcd nodes are told by their names",
+                "clusters' VMs carry no isetcdnode/isexternalnode (added in 4.21): etcd nodes are \
+                 told by their names",
             );
         }
         out
@@ -107,7 +110,9 @@ pub fn url_encoded(text: &str) -> bool {
 }
 
 /// What is said of answers that are URL-encoded.
-pub const ENCODED_ANSWERS: &str = "CloudStack URL-encodes its answers (the global setting encode.api.response is true), so names and markers cannot be compared; set encode.api.response to false and restart the management servers";
+pub const ENCODED_ANSWERS: &str = "CloudStack URL-encodes its answers (the global setting \
+     encode.api.response is true), so names and markers cannot be compared; set \
+     encode.api.response to false and restart the management servers";
 
 /// Why the API key's user cannot serve cks-drift, if it cannot: its role must be of type
 /// Admin (whatever its name). `AnnotationManagerImpl.isCallingUserAdmin` accepts
@@ -127,7 +132,10 @@ pub fn role_problem(user: &crate::cloudstack::model::User) -> Option<String> {
         )
     };
     Some(format!(
-        "the API key's user {} has {shown}; cks-drift needs a role of type Admin (any name): for other callers CloudStack lists no admin-only annotations, cks-drift's own, and leaves out the clusters of other domains; give the key to a user of an account whose role is of type Admin",
+        "the API key's user {} has {shown}; cks-drift needs a role of type Admin (any name): for \
+         other callers CloudStack lists no admin-only annotations, cks-drift's own, and leaves \
+         out the clusters of other domains; give the key to a user of an account whose role is of \
+         type Admin",
         crate::base::untrusted::shown(user.username.as_deref().unwrap_or(&user.id), 80)
     ))
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::Secret;
 use super::key::{Default, Key, Kind};
+use super::messages::ALERTMANAGER_NO_PASSWORD;
 use super::reader::Reader;
 use crate::base::net::redacted_url;
 
@@ -133,7 +134,8 @@ impl Reader<'_> {
                 self.problem(
                     &name,
                     format!(
-                        "is missing; list the Alertmanagers, {URLS_EXAMPLE}, or remove [alertmanager]"
+                        "is missing; list the Alertmanagers, {URLS_EXAMPLE}, or remove \
+                         [alertmanager]"
                     ),
                 );
                 Vec::new()
@@ -223,10 +225,7 @@ impl Reader<'_> {
                 password: self.secret_file(&PASSWORD_FILE, &path),
             },
             (Some(_), None, None) => {
-                self.problem(
-                    &PASSWORD_FILE.full(),
-                    "is missing while alertmanager.username is set; point it at a file holding the password",
-                );
+                self.problem(&PASSWORD_FILE.full(), ALERTMANAGER_NO_PASSWORD);
                 AlertmanagerAuth::None
             }
             (None, Some(_), None) => {

@@ -58,7 +58,8 @@ pub const API_KEY: Key = key(
 pub const API_KEY_FILE: Key = key(
     "api_key_file",
     Default::Required,
-    "the API key of the CloudStack user cks-drift acts as (an Admin; its keys are under Accounts, the user, Generate keys)",
+    "the API key of the CloudStack user cks-drift acts as (an Admin; its keys are under Accounts, \
+     the user, Generate keys)",
     Kind::Text,
 );
 pub const SECRET_KEY: Key = key(
@@ -165,7 +166,14 @@ impl Reader<'_> {
                 // It would be sent as basic auth, and shown in every warning naming
                 // the URL; the API takes the API key and secret key only.
                 if !parsed.username().is_empty() || parsed.password().is_some() {
-                    self.problem(&name, format!("{shown:?} holds a user name or password; remove \"user:password@\": CloudStack's API takes the API key and secret key only (cloudstack.api_key_file, cloudstack.secret_key_file)"));
+                    self.problem(
+                        &name,
+                        format!(
+                            "{shown:?} holds a user name or password; remove \"user:password@\": \
+                             CloudStack's API takes the API key and secret key only \
+                             (cloudstack.api_key_file, cloudstack.secret_key_file)"
+                        ),
+                    );
                 }
             }
             Ok(_) => {

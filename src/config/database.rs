@@ -173,7 +173,10 @@ impl Reader<'_> {
             None => {
                 self.problem(
                     &URL.full(),
-                    format!("is missing; set it to the CloudStack database, {URL_EXAMPLE}, or remove [database] to read everything through the API"),
+                    format!(
+                        "is missing; set it to the CloudStack database, {URL_EXAMPLE}, or \
+                         remove [database] to read everything through the API"
+                    ),
                 );
                 String::new()
             }
@@ -196,50 +199,69 @@ impl Reader<'_> {
             };
             self.problem(
                 &PASSWORD_FILE.full(),
-                format!("is missing; point it at a file holding the password of {whose}, or set {ENV_DB_PASSWORD}"),
+                format!(
+                    "is missing; point it at a file holding the password of {whose}, or set \
+                     {ENV_DB_PASSWORD}"
+                ),
             );
         }
         Secret::new("")
     }
 }
 
+/// Why `database.url` is not one cks-drift can use. `url` is the URL without its password,
+/// even one that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DatabaseUrlError {
+    #[error("{url:?} is not a URL ({reason})")]
+    NotAUrl { url: String, reason: String },
+    #[error("{url:?} must start with mysql://")]
+    Scheme { url: String },
+    #[error(
+        "holds a password; keep it out of the URL (it would show in logs) and put it in \
+         database.password_file"
+    )]
+    Password,
+    #[error("{url:?} names no user; write mysql://<user>@<host>/<database>")]
+    NoUser { url: String },
+    #[error("{url:?} names no host")]
+    NoHost { url: String },
+    #[error("{url:?} must name one database after the host, e.g. /cloud")]
+    NoDatabase { url: String },
+    #[error("{url:?} has options after the database name; use the [database] keys instead")]
+    Options { url: String },
+}
+
 /// `mysql://user@host:port/name`: host, port (3306 when absent), user and database name. A
 /// password in the URL is refused: it would show wherever the URL is logged.
-pub fn parse_database_url(raw: &str) -> Result<(String, u16, String, String), String> {
-    // Messages show the URL without its password, even one that does not parse.
-    let url = redacted_url(raw);
-    let parsed = reqwest::Url::parse(raw).map_err(|e| format!("{url:?} is not a URL ({e})"))?;
+pub fn parse_database_url(raw: &str) -> Result<(String, u16, String, String), DatabaseUrlError> {
+    let url = || redacted_url(raw).into_owned();
+    let parsed = reqwest::Url::parse(raw).map_err(|e| DatabaseUrlError::NotAUrl {
+        url: url(),
+        reason: e.to_string(),
+    })?;
     if !matches!(parsed.scheme(), "mysql" | "mariadb") {
-        return Err(format!("{url:?} must start with mysql://"));
+        return Err(DatabaseUrlError::Scheme { url: url() });
     }
     if parsed.password().is_some() {
-        return Err(
-            "holds a password; keep it out of the URL (it would show in logs) and put it in database.password_file"
-                .into(),
-        );
+        return Err(DatabaseUrlError::Password);
     }
     let user = percent_encoding::percent_decode_str(parsed.username())
         .decode_utf8_lossy()
         .into_owned();
     if user.is_empty() {
-        return Err(format!(
-            "{url:?} names no user; write mysql://<user>@<host>/<database>"
-        ));
+        return Err(DatabaseUrlError::NoUser { url: url() });
     }
     let host = match parsed.host_str() {
         Some(h) if !h.is_empty() => h.trim_start_matches('[').trim_end_matches(']').to_string(),
-        _ => return Err(format!("{url:?} names no host")),
+        _ => return Err(DatabaseUrlError::NoHost { url: url() }),
     };
     let name = parsed.path().trim_start_matches('/').to_string();
     if name.is_empty() || name.contains('/') {
-        return Err(format!(
-            "{url:?} must name one database after the host, e.g. /cloud"
-        ));
+        return Err(DatabaseUrlError::NoDatabase { url: url() });
     }
     if parsed.query().is_some() || parsed.fragment().is_some() {
-        return Err(format!(
-            "{url:?} has options after the database name; use the [database] keys instead"
-        ));
+        return Err(DatabaseUrlError::Options { url: url() });
     }
     Ok((host, parsed.port().unwrap_or(3306), user, name))
 }

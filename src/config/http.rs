@@ -32,7 +32,13 @@ impl Reader<'_> {
             match listen_text.trim().parse() {
                 Ok(addr) => Some(addr),
                 Err(_) => {
-                    self.problem(&LISTEN.full(), format!("{listen_text:?} is not an address:port, e.g. {DEFAULT_LISTEN:?}; use \"\" to turn the endpoint off"));
+                    self.problem(
+                        &LISTEN.full(),
+                        format!(
+                            "{listen_text:?} is not an address:port, e.g. {DEFAULT_LISTEN:?}; \
+                             use \"\" to turn the endpoint off"
+                        ),
+                    );
                     None
                 }
             }

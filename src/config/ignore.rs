@@ -2,6 +2,9 @@
 //! it may match, and when it expires.
 
 use super::key::{Default, Key, Kind, key_name};
+use super::messages::{
+    IGNORE_NO_REASON, IGNORE_NODE_WITHOUT_CLUSTER, IGNORE_VM_NAME_WITHOUT_CLUSTER,
+};
 use super::reader::Reader;
 use crate::base::id::is_uuid;
 use crate::base::time::Timestamp;
@@ -61,18 +64,33 @@ fn rule_key(number: usize, field: &str) -> String {
     format!("ignore[{number}].{field}")
 }
 
+/// How to write `expires`, at the end of every problem with it.
+const EXPIRY_HOW: &str = "give an RFC 3339 date-time such as 2026-12-31T00:00:00Z, or a date \
+     such as 2026-12-31 (its midnight UTC)";
+
+/// Why `expires` is not a point in time.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExpiryError {
+    /// Neither a string nor a TOML date-time.
+    #[error("must be a date-time, not {kind}; {EXPIRY_HOW}")]
+    NotADateTime { kind: &'static str },
+    /// A local date-time: it would end at a different moment on every host.
+    #[error("is {text:?}, which has no time zone; {EXPIRY_HOW}")]
+    NoTimeZone { text: String },
+    #[error("is {text:?}; {EXPIRY_HOW}")]
+    Unreadable { text: String },
+}
+
 /// `expires`: an RFC 3339 date-time, or a date alone (its midnight UTC); a TOML date-time or a
 /// string.
-pub fn parse_expiry(value: &toml::Value) -> Result<Timestamp, String> {
-    const HOW: &str = "give an RFC 3339 date-time such as 2026-12-31T00:00:00Z, or a date such as 2026-12-31 (its midnight UTC)";
+pub fn parse_expiry(value: &toml::Value) -> Result<Timestamp, ExpiryError> {
     let text = match value {
         toml::Value::String(s) => s.trim().to_string(),
         toml::Value::Datetime(d) => d.to_string(),
         other => {
-            return Err(format!(
-                "must be a date-time, not {}; {HOW}",
-                other.type_str()
-            ));
+            return Err(ExpiryError::NotADateTime {
+                kind: other.type_str(),
+            });
         }
     };
     let full = if text.len() == 10 {
@@ -85,8 +103,8 @@ pub fn parse_expiry(value: &toml::Value) -> Result<Timestamp, String> {
         || full.len() > 19 && matches!(full.as_bytes()[full.len() - 6], b'+' | b'-');
     match Timestamp::parse(&full) {
         Some(t) if zoned => Ok(t),
-        Some(_) => Err(format!("is {text:?}, which has no time zone; {HOW}")),
-        None => Err(format!("is {text:?}; {HOW}")),
+        Some(_) => Err(ExpiryError::NoTimeZone { text }),
+        None => Err(ExpiryError::Unreadable { text }),
     }
 }
 
@@ -140,10 +158,7 @@ impl Reader<'_> {
         self.rule_scope(&rule);
         // An empty or mistyped reason has its problem already.
         if !t.contains_key("reason") {
-            self.problem(
-                &rule_key(number, "reason"),
-                "is missing; say why this drift is accepted (it is shown with every finding the rule matches)",
-            );
+            self.problem(&rule_key(number, "reason"), IGNORE_NO_REASON);
         }
         let expires = self.rule_expiry(number, t);
         Some(IgnoreRule { expires, ..rule })
@@ -192,15 +207,9 @@ impl Reader<'_> {
         // the whole cloud.
         if rule.cluster.is_none() {
             if rule.node.is_some() {
-                self.problem(
-                    &rule_key(number, "cluster"),
-                    "is missing: a rule with a node names its cluster (by id, or by name), or it matches that node name in every tenant's cluster",
-                );
+                self.problem(&rule_key(number, "cluster"), IGNORE_NODE_WITHOUT_CLUSTER);
             } else if rule.vm.as_deref().is_some_and(|v| !is_uuid(v)) {
-                self.problem(
-                    &rule_key(number, "cluster"),
-                    "is missing: a rule with a VM name names its cluster (by id, or by name), or it matches that VM name in every tenant's cluster; or give the VM's id instead of its name",
-                );
+                self.problem(&rule_key(number, "cluster"), IGNORE_VM_NAME_WITHOUT_CLUSTER);
             }
         }
     }
@@ -210,7 +219,7 @@ impl Reader<'_> {
         match parse_expiry(t.get("expires")?) {
             Ok(when) => Some(when),
             Err(e) => {
-                self.problem(&rule_key(number, "expires"), e);
+                self.problem(&rule_key(number, "expires"), e.to_string());
                 None
             }
         }

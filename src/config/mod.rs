@@ -15,6 +15,7 @@ pub mod http;
 pub mod ignore;
 pub mod key;
 pub mod log;
+mod messages;
 pub mod notify;
 mod reader;
 pub mod secret_file;
@@ -24,6 +25,8 @@ pub mod tables;
 
 use std::fmt;
 use std::path::PathBuf;
+
+use messages::NO_CONFIG_FILE;
 
 pub use alertmanager::{AlertmanagerAuth, AlertmanagerSettings};
 pub use check::{CheckSettings, DEFAULT_BLIND_AFTER};
@@ -149,10 +152,7 @@ impl Config {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
             path: path.to_path_buf(),
             reason: match e.kind() {
-                std::io::ErrorKind::NotFound => {
-                    "no such file; pass the right path with -c (the package installs /etc/cks-drift/cks-drift.toml; in a source tree, start from config/cks-drift.toml)"
-                        .into()
-                }
+                std::io::ErrorKind::NotFound => NO_CONFIG_FILE.into(),
                 std::io::ErrorKind::PermissionDenied => secret_file::permission_denied(path),
                 _ => e.to_string(),
             },

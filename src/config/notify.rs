@@ -73,24 +73,39 @@ impl std::fmt::Display for StormThreshold {
 /// [`STORM_CLUSTERS`]'s).
 pub const DEFAULT_STORM_CLUSTERS: StormThreshold = StormThreshold::Percent(20);
 
+/// How to write `notify.storm_clusters`, at the end of every problem with it.
+const STORM_HOW: &str = "give a number of clusters (e.g. 10), a percentage of the checked \
+     clusters (e.g. \"20%\"), or \"off\"";
+
+/// Why `notify.storm_clusters` is not a threshold.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StormClustersError {
+    /// A number of clusters outside 1 to 1000000.
+    #[error("is {number}; {STORM_HOW}")]
+    OutOfRange { number: i64 },
+    /// A string that is neither `"<p>%"` (1 to 100) nor `"off"`, as written.
+    #[error("is {text:?}; {STORM_HOW}")]
+    Unreadable { text: String },
+    #[error("must be a number or a string, not {kind}; {STORM_HOW}")]
+    WrongType { kind: &'static str },
+}
+
 /// Reads `notify.storm_clusters`: a number, `"<p>%"` or `"off"`.
-pub fn parse_storm_clusters(value: &toml::Value) -> Result<StormThreshold, String> {
-    const HOW: &str = "give a number of clusters (e.g. 10), a percentage of the checked clusters (e.g. \"20%\"), or \"off\"";
+pub fn parse_storm_clusters(value: &toml::Value) -> Result<StormThreshold, StormClustersError> {
     match value {
         toml::Value::Integer(n) if (1..=1_000_000).contains(n) => {
             Ok(StormThreshold::Clusters(*n as usize))
         }
-        toml::Value::Integer(n) => Err(format!("is {n}; {HOW}")),
+        toml::Value::Integer(n) => Err(StormClustersError::OutOfRange { number: *n }),
         toml::Value::String(s) if s.trim() == "off" => Ok(StormThreshold::Off),
         toml::Value::String(s) => match s.trim().strip_suffix('%').map(|p| p.trim().parse::<u32>())
         {
             Some(Ok(p)) if (1..=100).contains(&p) => Ok(StormThreshold::Percent(p)),
-            _ => Err(format!("is {s:?}; {HOW}")),
+            _ => Err(StormClustersError::Unreadable { text: s.clone() }),
         },
-        other => Err(format!(
-            "must be a number or a string, not {}; {HOW}",
-            other.type_str()
-        )),
+        other => Err(StormClustersError::WrongType {
+            kind: other.type_str(),
+        }),
     }
 }
 
@@ -109,7 +124,8 @@ pub(super) fn parse_range(text: &str) -> Result<std::ops::RangeInclusive<u32>, S
     }
     if lo <= 100 {
         return Err(format!(
-            "{text:?} overlaps CloudStack's own alert types (0-33 and those added later); use numbers above 100, e.g. \"3000-3999\""
+            "{text:?} overlaps CloudStack's own alert types (0-33 and those added later); use \
+             numbers above 100, e.g. \"3000-3999\""
         ));
     }
     if hi > i16::MAX as u32 {
@@ -235,7 +251,7 @@ impl Reader<'_> {
         match self.value(&STORM_CLUSTERS) {
             None => DEFAULT_STORM_CLUSTERS,
             Some(v) => parse_storm_clusters(v).unwrap_or_else(|e| {
-                self.problem(&STORM_CLUSTERS.full(), e);
+                self.problem(&STORM_CLUSTERS.full(), e.to_string());
                 DEFAULT_STORM_CLUSTERS
             }),
         }

@@ -129,7 +129,7 @@ impl<'a> Reader<'a> {
                 default
             }
             Err(e) => {
-                self.problem(&key.full(), e);
+                self.problem(&key.full(), e.to_string());
                 default
             }
         }
@@ -196,7 +196,9 @@ impl<'a> Reader<'a> {
                         super::secret_file::permission_denied(path)
                     }
                     std::io::ErrorKind::NotFound => format!(
-                        "no such file; create it holding {} and nothing else, readable by the service alone: install -m 0640 -g cks-drift /dev/null {p}, then write the value into it",
+                        "no such file; create it holding {} and nothing else, readable by the \
+                         service alone: install -m 0640 -g cks-drift /dev/null {p}, then write \
+                         the value into it",
                         key.doc,
                         p = path.display()
                     ),

@@ -28,8 +28,9 @@ pub fn table_keys(table: &str) -> Option<&'static [&'static Key]> {
 }
 
 /// The problem of a table no release knows.
-pub(super) const UNKNOWN_TABLE: &str = "is not a known table; the tables are [cloudstack], [ssh], [check], \
-     [state], [notify], [http], [log], [database], [alertmanager] and [[ignore]]";
+pub(super) const UNKNOWN_TABLE: &str = "is not a known table; the tables are [cloudstack], \
+     [ssh], [check], [state], [notify], [http], [log], [database], [alertmanager] and \
+     [[ignore]]";
 
 /// The problem of a table no release knows, with the closest known table's name.
 pub fn unknown_table(table: &str) -> String {

@@ -84,7 +84,8 @@ pub fn health(h: &Health, now: Instant) -> Result<String, String> {
             secs(limit)
         ),
         _ => format!(
-            "no successful cycle in the {} since checking started (limit 2 x check.interval + slack: {})",
+            "no successful cycle in the {} since checking started \
+             (limit 2 x check.interval + slack: {})",
             secs(since_start),
             secs(limit)
         ),
@@ -185,8 +186,9 @@ impl From<SocketAddr> for Peer {
 /// A full endpoint makes room by closing an idle connection (between requests, or with no
 /// whole request yet) rather than refusing the newcomer: idle connections are what a client
 /// hoarding slots holds, and closing one costs an honest client only a reconnect. A busy one
-/// (from a request's arrival until its answer is written) is never closed to make room. The connection closed is the newcomer's own peer's oldest when
-/// that peer is at [`MAX_PER_PEER`]; otherwise the oldest of the peer holding the most.
+/// (from a request's arrival until its answer is written) is never closed to make room. The
+/// connection closed is the newcomer's own peer's oldest when that peer is at
+/// [`MAX_PER_PEER`]; otherwise the oldest of the peer holding the most.
 #[derive(Debug, Default)]
 pub struct Connections {
     open: Vec<Open>,

@@ -17,6 +17,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use super::http::{self, Shared};
+use super::messages::{
+    CANNOT_LISTEN, LISTEN_STILL_TAKEN, PASSED_ELSEWHERE, PASSED_LISTEN_OFF, PASSED_SAME,
+};
 use crate::base::untrusted::shown;
 
 /// The first descriptor systemd passes (`SD_LISTEN_FDS_START`).
@@ -227,16 +230,16 @@ impl Endpoint {
                     Some(configured) if listener.local_addr().ok() != Some(configured) => warn!(
                         %address,
                         http_listen = %configured,
-                        "the endpoint is served on the socket systemd passed, not on http.listen: set ListenStream= of cks-drift.socket to http.listen's address (systemctl edit cks-drift.socket), or disable the socket unit"
+                        "{PASSED_ELSEWHERE}"
                     ),
                     Some(configured) => info!(
                         %address,
                         http_listen = %configured,
-                        "the endpoint is served on the socket systemd passed; http.listen is not used"
+                        "{PASSED_SAME}"
                     ),
                     None => info!(
                         %address,
-                        "the endpoint is served on the socket systemd passed, though http.listen is off"
+                        "{PASSED_LISTEN_OFF}"
                     ),
                 }
                 Some(Endpoint::Listening(listener))
@@ -296,9 +299,7 @@ fn cannot_listen(addr: SocketAddr, e: &std::io::Error) {
     error!(
         address = %addr,
         error = %e,
-        "cannot listen on http.listen; checking goes on without /metrics and /healthz and the \
-         address is tried again, every 10 s at most: free the port, set http.listen to another one, or \
-         run cks-drift from cks-drift.socket so that systemd holds the port from boot"
+        "{CANNOT_LISTEN}"
     );
 }
 
@@ -330,7 +331,7 @@ async fn bind_again(addr: SocketAddr, shutdown: &CancellationToken) -> Option<Tc
                     address = %addr,
                     error = %e,
                     attempts,
-                    "http.listen is still taken: whatever holds it answers /metrics and /healthz in cks-drift's place; free the port, or run cks-drift from cks-drift.socket"
+                    "{LISTEN_STILL_TAKEN}"
                 );
             }
             Err(e) => debug!(address = %addr, error = %e, attempts, "http.listen is still taken"),

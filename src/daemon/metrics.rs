@@ -7,6 +7,8 @@
 //! Serving it belongs to `daemon::http`; what a cycle found is decided by `cycle` and the
 //! dedupe, not here.
 
+mod help;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -18,6 +20,10 @@ use crate::database::lock::Role;
 use crate::diff::MismatchKind;
 use crate::engine::Tick;
 use crate::engine::cycle::{ClusterStatus, MapSource};
+use help::{
+    API_REQUESTS_TOTAL, BLIND_SECONDS, CLUSTERS, CYCLES_TOTAL, IGNORED_FINDINGS,
+    LOCK_HELD_ELSEWHERE, MAP_READS_TOTAL, NOTIFICATIONS_TOTAL, ROLE, STORM, STORM_HELD_FINDINGS,
+};
 
 /// The `Content-Type` of the exposition.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -264,12 +270,7 @@ impl Metrics {
         let enabled = u64::from(self.check_enabled.load(Ordering::Relaxed));
         sample(out, "cks_drift_check_enabled", &[], enabled);
 
-        header(
-            out,
-            "cks_drift_role",
-            "gauge",
-            "1 for the role this instance has: active (it checks and notifies; always, without [database]) or standby (another instance holds the lock in the CloudStack database).",
-        );
+        header(out, "cks_drift_role", "gauge", ROLE);
         let active = self.active.load(Ordering::Relaxed);
         for (role, on) in [("active", active), ("standby", !active)] {
             sample(out, "cks_drift_role", &[("role", role)], u64::from(on));
@@ -279,7 +280,7 @@ impl Metrics {
             out,
             "cks_drift_lock_held_elsewhere",
             "gauge",
-            "1 while this standby has seen the database lock held, for three lock intervals or more, by a connection of another database user: possibly no instance of cks-drift, and then none checks.",
+            LOCK_HELD_ELSEWHERE,
         );
         let elsewhere = self
             .held_elsewhere
@@ -296,22 +297,12 @@ impl Metrics {
     /// How the cycles went: where the map was read, outcomes, the last one's duration and
     /// when one last succeeded.
     fn render_cycles(&self, out: &mut String, f: &Families) {
-        header(
-            out,
-            "cks_drift_map_reads_total",
-            "counter",
-            "Cycles by where the map rows the API hides were read: api (no [database]), database, or database_failed (the database failed; the cycle read them through the API).",
-        );
+        header(out, "cks_drift_map_reads_total", "counter", MAP_READS_TOTAL);
         for (source, n) in &f.map_reads {
             sample(out, "cks_drift_map_reads_total", &[("source", source)], n);
         }
 
-        header(
-            out,
-            "cks_drift_cycles_total",
-            "counter",
-            "Check cycles by outcome: ok, or failed (the API could not be listed or the state file not written).",
-        );
+        header(out, "cks_drift_cycles_total", "counter", CYCLES_TOTAL);
         for (outcome, n) in &f.cycles {
             sample(
                 out,
@@ -367,12 +358,7 @@ impl Metrics {
 
 /// What the last cycle that ran found: clusters by status and open mismatches by kind.
 fn render_last_cycle(out: &mut String, f: &Families) {
-    header(
-        out,
-        "cks_drift_clusters",
-        "gauge",
-        "Kubernetes clusters in the last cycle that ran, by status: checked, partial (nodes not listed) or skipped.",
-    );
+    header(out, "cks_drift_clusters", "gauge", CLUSTERS);
     for (status, n) in CLUSTER_STATUSES.iter().zip(f.clusters) {
         sample(out, "cks_drift_clusters", &[("status", status.as_str())], n);
     }
@@ -403,7 +389,7 @@ fn render_traffic(
         out,
         "cks_drift_api_requests_total",
         "counter",
-        "CloudStack API HTTP requests (retries included) by command and outcome: ok, error (an answer such as 431 or 401) or transient (retried).",
+        API_REQUESTS_TOTAL,
     );
     for ((command, outcome), n) in api_totals {
         sample(
@@ -433,7 +419,7 @@ fn render_traffic(
         out,
         "cks_drift_notifications_total",
         "counter",
-        "Notification deliveries by channel (alert, annotation, event_log) and outcome: delivered, failed (kept and tried again) or refused (CloudStack refused it for good; dropped, logged as an ERROR).",
+        NOTIFICATIONS_TOTAL,
     );
     for ((channel, result), n) in &f.notifications {
         sample(
@@ -448,12 +434,7 @@ fn render_traffic(
 /// Open findings in a state of their own: blind clusters, those a storm holds and those an
 /// `[[ignore]]` rule matches.
 fn render_finding_states(out: &mut String, f: &Families) {
-    header(
-        out,
-        "cks_drift_blind_seconds",
-        "gauge",
-        "Per cluster with an open blind finding: seconds since its Kubernetes nodes were last listed (its last full comparison).",
-    );
+    header(out, "cks_drift_blind_seconds", "gauge", BLIND_SECONDS);
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
@@ -467,18 +448,13 @@ fn render_finding_states(out: &mut String, f: &Families) {
         );
     }
 
-    header(
-        out,
-        "cks_drift_storm",
-        "gauge",
-        "1 while a storm lasts: new findings came in more clusters at once than notify.storm_clusters, and their alerts and annotations are held.",
-    );
+    header(out, "cks_drift_storm", "gauge", STORM);
     sample(out, "cks_drift_storm", &[], u64::from(f.storm.is_some()));
     header(
         out,
         "cks_drift_storm_held_findings",
         "gauge",
-        "Findings whose alert and annotation the storm under way holds; each is in the event log and the report.",
+        STORM_HELD_FINDINGS,
     );
     sample(
         out,
@@ -487,12 +463,7 @@ fn render_finding_states(out: &mut String, f: &Families) {
         f.storm.unwrap_or(0) as u64,
     );
 
-    header(
-        out,
-        "cks_drift_ignored_findings",
-        "gauge",
-        "Open findings an [[ignore]] rule matches (reported, not alerted), by rule number and reason.",
-    );
+    header(out, "cks_drift_ignored_findings", "gauge", IGNORED_FINDINGS);
     for ((rule, reason), n) in &f.ignored {
         sample(
             out,

@@ -5,12 +5,15 @@
 //! `check.interval`.
 //!
 //! Scheduling, the endpoint's shared figures and systemd notifications live in `service`
-//! and `http`; the socket systemd passes and binding `http.listen` in `listen`; what a tick does belongs to `engine`, the exposition to `metrics`. `logging`
-//! installs the log output for `run` and for the one-shot commands alike.
+//! and `http`; the socket systemd passes and binding `http.listen` in `listen`; what a tick
+//! does belongs to `engine`, the exposition to `metrics`. `logging` installs the log output
+//! for `run` and for the one-shot commands alike; `messages` holds the wording of the
+//! service's log lines.
 
 pub mod http;
 pub mod listen;
 pub mod logging;
+mod messages;
 pub mod metrics;
 pub mod service;
 
@@ -28,7 +31,7 @@ use crate::base::time::Timestamp;
 use crate::config::{Config, ConfigError};
 use crate::database::Database;
 use crate::database::lock::Lock;
-use crate::engine::{Engine, Store, Tick};
+use crate::engine::{Engine, EngineError, Store, Tick};
 use crate::state::file::StateError;
 use http::one_line;
 use listen::{Endpoint, Passed};
@@ -41,8 +44,8 @@ pub enum DaemonError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     State(#[from] StateError),
-    #[error("cannot set up checking: {0}")]
-    Engine(String),
+    #[error("cannot set up checking")]
+    Engine(#[from] EngineError),
     #[error("cannot handle signal {signal}")]
     Signal {
         signal: &'static str,
@@ -83,7 +86,7 @@ pub async fn run(
         engine.lock = lock.clone();
         Ok(engine)
     };
-    let engine = build(&config, Some(store)).map_err(DaemonError::Engine)?;
+    let engine = build(&config, Some(store))?;
     let endpoint = Endpoint::choose(passed, config.http.listen);
     let parts = Parts {
         config,

@@ -18,6 +18,9 @@ use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use super::http::{Health, Shared};
 use super::listen::{self, Endpoint};
+use super::messages::{
+    CANCELLED_AT_SHUTDOWN, CONFIG_REFUSED, CYCLE_FAILED, LISTEN_FIXED, STATE_PATH_FIXED,
+};
 use super::{DISABLED_STATUS, DaemonError, failure_text, status_line};
 use crate::base::duration::{human_duration, human_elapsed};
 use crate::base::error_chain::error_chain;
@@ -25,7 +28,7 @@ use crate::base::time::Timestamp;
 use crate::config::Config;
 use crate::daemon::metrics::{CycleOutcome, Metrics};
 use crate::database::lock::{Role, Term};
-use crate::engine::{Engine, Store, Tick};
+use crate::engine::{Engine, EngineError, Store, Tick};
 
 /// How long a running cycle may go on after shutdown is requested before it is cancelled.
 /// The state file is written atomically and queued notifications stay in it, so cancelling
@@ -95,7 +98,7 @@ pub struct Parts<E, B> {
 pub async fn serve<E, B>(parts: Parts<E, B>, shutdown: CancellationToken) -> Result<(), DaemonError>
 where
     E: Ticker,
-    B: FnMut(&Config, Option<Store>) -> Result<E, String> + Send,
+    B: FnMut(&Config, Option<Store>) -> Result<E, EngineError> + Send,
 {
     let Parts {
         config,
@@ -251,7 +254,7 @@ struct Scheduler<E, B> {
 impl<E, B> Scheduler<E, B>
 where
     E: Ticker,
-    B: FnMut(&Config, Option<Store>) -> Result<E, String>,
+    B: FnMut(&Config, Option<Store>) -> Result<E, EngineError>,
 {
     async fn run(
         &mut self,
@@ -269,7 +272,8 @@ where
                 biased;
                 _ = shutdown.cancelled() => Event::Shutdown,
                 Some(config) = reloads.recv() => Event::Reload(Box::new(config)),
-                joined = async { self.running.as_mut().expect("running").await }, if self.running.is_some() => {
+                joined = async { self.running.as_mut().expect("running").await },
+                    if self.running.is_some() => {
                     Event::Finished(Box::new(joined))
                 }
                 _ = tokio::time::sleep_until(due), if may_start => Event::Due,
@@ -357,8 +361,7 @@ where
                 // The engine, and the state file's lock with it, went down with the task.
                 error!(error = %e, "the cycle task failed; reopening the state file");
                 let store = Store::open(&self.config)?;
-                let mut engine =
-                    (self.build)(&self.config, Some(store)).map_err(DaemonError::Engine)?;
+                let mut engine = (self.build)(&self.config, Some(store))?;
                 engine.take_over(None, &self.shared.metrics);
                 self.reloaded = None;
                 self.idle = Some(engine);
@@ -384,7 +387,7 @@ where
             // The error chain as it is and, when CloudStack could not be reached, what to check
             // (as `check` says it).
             let explained = crate::engine::diagnose::unreachable(e, &self.config.cloudstack.url);
-            warn!(error = %error_chain(e), explained = explained.as_deref(), "the cycle failed; the next one runs at the next interval");
+            warn!(error = %error_chain(e), explained = explained.as_deref(), "{CYCLE_FAILED}");
         }
         if self.config.check.enabled && now > self.next_due {
             warn!(
@@ -408,7 +411,11 @@ where
     fn reload(&mut self, mut new: Config) {
         let old = &self.config;
         if new.state.path != old.state.path {
-            warn!(running = %old.state.path.display(), new = %new.state.path.display(), "state.path cannot change while running; restart to use the new path");
+            warn!(
+                running = %old.state.path.display(),
+                new = %new.state.path.display(),
+                "{STATE_PATH_FIXED}"
+            );
             new.state.path = old.state.path.clone();
         }
         if new.database != old.database {
@@ -416,7 +423,7 @@ where
             new.database = old.database.clone();
         }
         if new.http.listen != old.http.listen {
-            warn!(running = ?old.http.listen, new = ?new.http.listen, "http.listen cannot change while running; restart to use the new address");
+            warn!(running = ?old.http.listen, new = ?new.http.listen, "{LISTEN_FIXED}");
             new.http.listen = old.http.listen;
         }
         if new.log.level != old.log.level || new.log.format != old.log.format {
@@ -425,7 +432,7 @@ where
         let engine = match (self.build)(&new, None) {
             Ok(e) => e,
             Err(e) => {
-                error!(error = %e, "the new config is refused; the old one stays in force");
+                error!(error = %error_chain(&e), "{CONFIG_REFUSED}");
                 return;
             }
         };
@@ -474,7 +481,7 @@ where
                 // and what was not yet delivered is still queued in the state file.
                 task.abort();
                 let _ = task.await;
-                warn!(deadline = ?SHUTDOWN_DEADLINE, "the running cycle was cancelled at the shutdown deadline");
+                warn!(deadline = ?SHUTDOWN_DEADLINE, "{CANCELLED_AT_SHUTDOWN}");
             }
         }
     }

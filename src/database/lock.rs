@@ -16,6 +16,7 @@ use tokio::sync::{Mutex, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use super::messages::LOCK_UNASKED;
 use super::{Database, DbError};
 
 /// The lock's name: per database, so that two clouds on one server do not exclude each other
@@ -278,7 +279,11 @@ impl Lock {
         {
             warn!(
                 database = %self.db.address(),
-                "the lock has been held for {} by a connection of another database user: it may be no instance of cks-drift, and then none checks. Give every instance the same database user, or find the holder with SELECT IS_USED_LOCK(LEFT(CONCAT('cks-drift.', DATABASE()), 64)) and SHOW PROCESSLIST as an administrator",
+                "the lock has been held for {} by a connection of another database user: it may \
+                 be no instance of cks-drift, and then none checks. Give every instance the same \
+                 database user, or find the holder with SELECT \
+                 IS_USED_LOCK(LEFT(CONCAT('cks-drift.', DATABASE()), 64)) and SHOW PROCESSLIST as \
+                 an administrator",
                 crate::base::duration::human_duration(since.elapsed())
             );
         }
@@ -321,7 +326,10 @@ impl Lock {
                         if unreachable {
                             debug!(error = %e, "the lock cannot be asked for");
                         } else {
-                            warn!(error = %e, "cannot ask for the lock; this instance stands by until the database answers");
+                            warn!(
+                                error = %e,
+                                "{LOCK_UNASKED}"
+                            );
                             unreachable = true;
                         }
                     }

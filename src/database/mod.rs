@@ -7,6 +7,7 @@
 
 pub mod lock;
 pub mod map;
+mod messages;
 pub mod schema;
 pub mod vms;
 
@@ -21,19 +22,25 @@ use crate::config::DatabaseSettings;
 /// Why the database could not be used. The texts never hold the password.
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
-    #[error("cannot connect to the database at {address} within {}", crate::base::duration::human_duration(*.within))]
+    #[error(
+        "cannot connect to the database at {address} within {}",
+        crate::base::duration::human_duration(*.within)
+    )]
     ConnectTimeout { address: String, within: Duration },
     #[error("cannot connect to the database at {address}: {reason}")]
     Connect { address: String, reason: String },
-    #[error("the database did not answer {what} within {}", crate::base::duration::human_duration(*.within))]
+    #[error(
+        "the database did not answer {what} within {}",
+        crate::base::duration::human_duration(*.within)
+    )]
     QueryTimeout {
         what: &'static str,
         within: Duration,
     },
     #[error("the database refused {what}: {reason}")]
     Query { what: &'static str, reason: String },
-    #[error("{0}")]
-    Schema(String),
+    #[error(transparent)]
+    Schema(#[from] schema::SchemaError),
     #[error("{what} gave more than {max} rows; this cycle reads them through the API")]
     TooManyRows { what: &'static str, max: usize },
 }

@@ -46,6 +46,26 @@ pub struct Schema {
     pub release: &'static str,
 }
 
+/// Why the connected database is not one cks-drift can read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    /// A table is missing from `information_schema`: no grant, or not CloudStack's database.
+    #[error(
+        "the table {table} is not visible to this user: grant it SELECT on {table} \
+         (see docs/database.md), or check that the URL names CloudStack's database (cloud)"
+    )]
+    TableNotVisible { table: &'static str },
+    /// A table lacks a column every release since 4.16 has.
+    #[error(
+        "the table {table} has no column {column}: this is not the database of a \
+         CloudStack release cks-drift knows (4.16 or later)"
+    )]
+    MissingColumn {
+        table: &'static str,
+        column: &'static str,
+    },
+}
+
 /// The columns of the three tables, as `information_schema` shows them to this user (a table
 /// it holds no privilege on is not shown at all).
 const COLUMNS_SQL: &str = "SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS \
@@ -62,23 +82,17 @@ pub async fn probe(db: &Database, conn: &mut Conn) -> Result<Schema, DbError> {
             .or_default()
             .insert(column.to_ascii_lowercase());
     }
-    judge(&columns).map_err(DbError::Schema)
+    Ok(judge(&columns)?)
 }
 
 /// The schema of the columns found, or what is missing.
-pub fn judge(columns: &BTreeMap<String, BTreeSet<String>>) -> Result<Schema, String> {
-    for (table, needed) in REQUIRED {
-        let Some(has) = columns.get(*table) else {
-            return Err(format!(
-                "the table {table} is not visible to this user: grant it SELECT on {table} \
-                 (see docs/database.md), or check that the URL names CloudStack's database (cloud)"
-            ));
+pub fn judge(columns: &BTreeMap<String, BTreeSet<String>>) -> Result<Schema, SchemaError> {
+    for &(table, needed) in REQUIRED {
+        let Some(has) = columns.get(table) else {
+            return Err(SchemaError::TableNotVisible { table });
         };
-        if let Some(missing) = needed.iter().find(|c| !has.contains(**c)) {
-            return Err(format!(
-                "the table {table} has no column {missing}: this is not the database of a \
-                 CloudStack release cks-drift knows (4.16 or later)"
-            ));
+        if let Some(&column) = needed.iter().find(|c| !has.contains(**c)) {
+            return Err(SchemaError::MissingColumn { table, column });
         }
     }
     let has = |table: &str, column: &str| columns.get(table).is_some_and(|c| c.contains(column));
@@ -167,7 +181,7 @@ mod tests {
             ),
             ("kubernetes_cluster_vm_map", &["id", "cluster_id", "vm_id"]),
         ]);
-        let e = judge(&no_vms).unwrap_err();
+        let e = judge(&no_vms).unwrap_err().to_string();
         assert!(
             e.contains("vm_instance is not visible") && e.contains("grant"),
             "{e}"
@@ -180,7 +194,7 @@ mod tests {
             ("kubernetes_cluster_vm_map", &["id", "cluster_id"]),
             ("vm_instance", VM_COLUMNS),
         ]);
-        let e = judge(&no_vm_id).unwrap_err();
+        let e = judge(&no_vm_id).unwrap_err().to_string();
         assert!(
             e.contains("kubernetes_cluster_vm_map has no column vm_id"),
             "{e}"

@@ -89,25 +89,34 @@ pub fn remarked(text: &str, marker: &str, max: usize) -> String {
 fn hint(kind: MismatchKind) -> &'static str {
     match kind {
         MismatchKind::MappedVm => {
-            "Check whether the VM was destroyed or expunged on purpose, and the cluster's VM map (kubernetes_cluster_vm_map) that still lists it."
+            "Check whether the VM was destroyed or expunged on purpose, and the cluster's VM map \
+             (kubernetes_cluster_vm_map) that still lists it."
         }
         MismatchKind::UnmappedVm => {
-            "Check whether the VM is a node of the cluster whose map row was lost, or a stray VM named like one."
+            "Check whether the VM is a node of the cluster whose map row was lost, or a stray VM \
+             named like one."
         }
         MismatchKind::NodeWithoutVm => {
-            "Check the node with kubectl on the control node: a node object left behind, or a machine CloudStack does not know."
+            "Check the node with kubectl on the control node: a node object left behind, or a \
+             machine CloudStack does not know."
         }
         MismatchKind::VmNotANode => {
             "Check kubelet on the VM and whether the node was deleted from Kubernetes."
         }
         MismatchKind::MapCount => {
-            "Compare the cluster's VM map in the database with its VMs: rows may point to expunged or unknown VMs."
+            "Compare the cluster's VM map in the database with its VMs: rows may point to \
+             expunged or unknown VMs."
         }
         MismatchKind::Blind => {
-            "Check SSH to the control node and kubectl there (validate-config --connect shows the step that fails); its node-side findings stay as they were until the nodes are listed again."
+            "Check SSH to the control node and kubectl there (validate-config --connect shows the \
+             step that fails); its node-side findings stay as they were until the nodes are \
+             listed again."
         }
         MismatchKind::IdentityConflict => {
-            "Check the node's system UUID and provider ID with kubectl on the control node (kubectl get node <name> -o yaml): a node its tenant renamed to another VM's name, or a machine posing as that VM. The node is matched to the VM it is, not to the one it is named like."
+            "Check the node's system UUID and provider ID with kubectl on the control node \
+             (kubectl get node <name> -o yaml): a node its tenant renamed to another VM's name, \
+             or a machine posing as that VM. The node is matched to the VM it is, not to the one \
+             it is named like."
         }
     }
 }
@@ -137,9 +146,9 @@ pub fn blind_reason(label: Option<&str>, reason: Option<&str>) -> String {
     let detail = crate::base::untrusted::shown(detail, 200);
     let what = match label {
         Some("host_key") => {
-            "the SSH host key of the control node changed, which may mean a machine is posing as it: \
-             verify the new key on the node's console (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub) \
-             before replacing its line in ssh.known_hosts"
+            "the SSH host key of the control node changed, which may mean a machine is posing as \
+             it: verify the new key on the node's console (ssh-keygen -lf \
+             /etc/ssh/ssh_host_ed25519_key.pub) before replacing its line in ssh.known_hosts"
         }
         Some("connect") => "SSH to the control node is refused or unreachable",
         Some("timeout") => "SSH or the node listing timed out",
@@ -147,7 +156,8 @@ pub fn blind_reason(label: Option<&str>, reason: Option<&str>) -> String {
         Some("command") => "the node listing command (kubectl) failed",
         Some("output") => "the node listing's output could not be used",
         Some(crate::inventory::NOT_STARTED) => {
-            "the node listings of the cycle ran out of time before its turn; it is listed first next cycle"
+            "the node listings of the cycle ran out of time before its turn; it is listed first \
+             next cycle"
         }
         _ => return detail,
     };
@@ -223,13 +233,15 @@ pub fn reason(cluster: &str, m: &Mismatch) -> String {
             )
         }
         (Subject::Vm(vm), MismatchKind::UnmappedVm) => format!(
-            "VM {} ({}, {}) is named as a node of Kubernetes cluster {cluster} but is not one of its VMs in CloudStack",
+            "VM {} ({}, {}) is named as a node of Kubernetes cluster {cluster} but is not one of \
+             its VMs in CloudStack",
             vm.name.as_deref().unwrap_or("?"),
             vm.id,
             vm.state
         ),
         (Subject::Vm(vm), _) => format!(
-            "VM {} ({}) of Kubernetes cluster {cluster} is running but is not a Kubernetes node of the cluster",
+            "VM {} ({}) of Kubernetes cluster {cluster} is running but is not a Kubernetes node \
+             of the cluster",
             vm.name.as_deref().unwrap_or("?"),
             vm.id
         ),
@@ -237,14 +249,17 @@ pub fn reason(cluster: &str, m: &Mismatch) -> String {
             "Kubernetes node {node} of cluster {cluster} matches no VM of the cluster in CloudStack"
         ),
         (Subject::MapRows { shown, expected }, _) => format!(
-            "Kubernetes cluster {cluster} should have {expected} VMs (control nodes + size + etcd nodes) but its VM map shows {shown}: {} map rows are missing or point to removed VMs",
+            "Kubernetes cluster {cluster} should have {expected} VMs (control nodes + size + etcd \
+             nodes) but its VM map shows {shown}: {} map rows are missing or point to removed VMs",
             expected.saturating_sub(*shown)
         ),
         (Subject::Blind { reason, since }, _) => format!(
-            "Kubernetes nodes of cluster {cluster} have not been listed since {since}, so its VM map has not been compared with them: {reason}"
+            "Kubernetes nodes of cluster {cluster} have not been listed since {since}, so its VM \
+             map has not been compared with them: {reason}"
         ),
         (Subject::Conflict { node, is, named }, _) => format!(
-            "Kubernetes node {node} of cluster {cluster} is named like {} but is {} by its system UUID or provider ID",
+            "Kubernetes node {node} of cluster {cluster} is named like {} but is {} by its system \
+             UUID or provider ID",
             vm_words(named),
             vm_words(is)
         ),
@@ -276,7 +291,8 @@ pub fn summary_description(
 ) -> String {
     let list: Vec<String> = rest.iter().map(|m| m.key().to_string()).collect();
     let body = format!(
-        "Kubernetes cluster {cluster}: {} more VM map mismatches found at once ({}). Nothing was changed. Each is in the event log and in an annotation on the cluster.",
+        "Kubernetes cluster {cluster}: {} more VM map mismatches found at once ({}). Nothing was \
+         changed. Each is in the event log and in an annotation on the cluster.",
         rest.len(),
         list.join(", ")
     );
@@ -422,7 +438,9 @@ pub fn alertmanager_summary(
     );
     annotations.insert(
         "description".to_string(),
-        "More findings than notify.alert_cap (or the tenant's notify.owner_alert_cap) allow as alerts of their own; each is in cks-drift's event log and report. Nothing was changed.".to_string(),
+        "More findings than notify.alert_cap (or the tenant's notify.owner_alert_cap) allow as \
+         alerts of their own; each is in cks-drift's event log and report. Nothing was changed."
+            .to_string(),
     );
     (labels, annotations)
 }
@@ -447,13 +465,17 @@ pub fn alertmanager_storm(
     annotations.insert(
         "summary".to_string(),
         format!(
-            "A storm of VM map findings since {}: new findings in {} of {} checked clusters at once",
+            "A storm of VM map findings since {}: new findings in {} of {} checked clusters at \
+             once",
             since, clusters, checked
         ),
     );
     annotations.insert(
         "description".to_string(),
-        "A cause common to many clusters (storage, network, SSH, a template or an upgrade) is likely. The findings' own alerts are held until it ends; each is in cks-drift's event log and report now. Nothing was changed.".to_string(),
+        "A cause common to many clusters (storage, network, SSH, a template or an upgrade) is \
+         likely. The findings' own alerts are held until it ends; each is in cks-drift's event \
+         log and report now. Nothing was changed."
+            .to_string(),
     );
     (labels, annotations)
 }
@@ -527,7 +549,12 @@ pub fn storm_description(
         .map(|(c, n)| format!("{c} ({n})"))
         .collect();
     let body = format!(
-        "Kubernetes cluster VM maps: {} new findings in {clusters} of {checked} checked clusters at once, more than notify.storm_clusters ({threshold}): {}. Most common: {}. A cause common to many clusters (storage, network, SSH, a template or an upgrade) is likely. Nothing was changed. Their alerts and annotations are held until no more than {threshold} clusters have findings not yet alerted; each finding is in the event log and the report now.",
+        "Kubernetes cluster VM maps: {} new findings in {clusters} of {checked} checked clusters \
+         at once, more than notify.storm_clusters ({threshold}): {}. Most common: {}. A cause \
+         common to many clusters (storage, network, SSH, a template or an upgrade) is likely. \
+         Nothing was changed. Their alerts and annotations are held until no more than \
+         {threshold} clusters have findings not yet alerted; each finding is in the event log and \
+         the report now.",
         findings.len(),
         kinds.join(", "),
         causes.join("; "),
@@ -575,14 +602,16 @@ pub fn annotation_text(m: &Mismatch) -> String {
             fit(node, ANNOTATION_NODE_MAX)
         ),
         Subject::MapRows { shown, expected } => format!(
-            "The VM map of this cluster shows {shown} of {expected} VMs: rows are missing or point to removed VMs."
+            "The VM map of this cluster shows {shown} of {expected} VMs: rows are missing or \
+             point to removed VMs."
         ),
         Subject::Blind { reason, since } => format!(
             "The nodes of this cluster have not been listed since {since}: {}.",
             fit(reason, 120)
         ),
         Subject::Conflict { node, is, named } => format!(
-            "Kubernetes node {} is named like VM {} but is VM {} by its system UUID or provider ID.",
+            "Kubernetes node {} is named like VM {} but is VM {} by its system UUID or provider \
+             ID.",
             fit(node, ANNOTATION_NODE_MAX),
             fit(named.name.as_deref().unwrap_or(&named.id), 80),
             fit(is.name.as_deref().unwrap_or(&is.id), 80)

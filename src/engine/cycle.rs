@@ -169,7 +169,8 @@ fn outcome(
             }
             outcome.mismatches = diff(&snapshot, policy, now);
             for m in &outcome.mismatches {
-                debug!(cluster = %outcome.cluster.name, kind = m.kind.as_str(), key = %m.key(), "mismatch");
+                let cluster = &outcome.cluster.name;
+                debug!(cluster = %cluster, kind = m.kind.as_str(), key = %m.key(), "mismatch");
             }
         }
     }

@@ -4,6 +4,7 @@
 
 pub mod cycle;
 pub mod diagnose;
+mod messages;
 pub mod takeover;
 
 use std::sync::Arc;
@@ -18,14 +19,20 @@ use crate::config::Config;
 use crate::database::lock::{Lock, Role};
 use crate::diff::{MismatchKind, Policy};
 use crate::engine::cycle::{ClusterStatus, CycleError, CycleReport, CycleSettings, run_cycle};
-use crate::notify::alertmanager::{Alertmanager, FiringCaps, active_for, firing};
+use crate::notify::alertmanager::{
+    Alertmanager, AlertmanagerError, FiringCaps, active_for, firing,
+};
 use crate::notify::{DeliveryCounts, DeliverySettings, deliver};
 use crate::remote::NodeLister;
-use crate::remote::ssh::SshNodeLister;
+use crate::remote::ssh::{KeyError, SshNodeLister};
 use crate::state::State;
 use crate::state::file::{StateError, StateFile};
 use crate::state::step::{
     Coverage, IgnoreChange, NewKeys, Observed, StepSettings, StormChange, previous_maps, step,
+};
+use messages::{
+    ALERTMANAGER_NOT_SENT, CALLER_UNKNOWN, READ_BACK_FAILED, STATE_MOVED_ASIDE, STATE_NOT_WRITTEN,
+    STATE_NOT_WRITTEN_AFTER_DELIVERY, STORM_BEGAN, STORM_ENDED, TLS_UNVERIFIED,
 };
 
 /// The persisted state and its (locked) file.
@@ -45,7 +52,12 @@ impl Store {
         let (file, state, note) = StateFile::open(&config.state.path, Timestamp::now())?;
         let recover = note.created || note.moved_aside.is_some();
         if let Some((moved, why)) = note.moved_aside {
-            tracing::warn!(path = %config.state.path.display(), moved_to = %moved.display(), reason = %why, "the state file could not be read; it was moved aside and checking starts afresh");
+            tracing::warn!(
+                path = %config.state.path.display(),
+                moved_to = %moved.display(),
+                reason = %why,
+                "{STATE_MOVED_ASIDE}"
+            );
         }
         Ok(Store {
             file,
@@ -53,6 +65,21 @@ impl Store {
             recover,
         })
     }
+}
+
+/// Why an engine could not be built from a config: the part that could not be wired. Each
+/// variant shows its part's own error as it is.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The CloudStack API client (`[cloudstack]`).
+    #[error(transparent)]
+    Client(#[from] ApiError),
+    /// The SSH node lister (`[ssh]`): its private key.
+    #[error(transparent)]
+    Ssh(#[from] KeyError),
+    /// The Alertmanager client (`[alertmanager]`).
+    #[error(transparent)]
+    Alertmanager(#[from] AlertmanagerError),
 }
 
 /// Everything a tick needs.
@@ -113,7 +140,7 @@ pub struct Blind {
 impl Engine {
     /// The engine for a config: the API client, the SSH node lister and the settings. The
     /// one place where a configured engine is wired.
-    pub fn from_config(config: &Config, store: Option<Store>) -> Result<Engine, String> {
+    pub fn from_config(config: &Config, store: Option<Store>) -> Result<Engine, EngineError> {
         warn_plain_transport(config);
         warn_readable_secrets(config);
         if config.ssh.host_key_policy == crate::config::HostKeyPolicy::Off {
@@ -124,8 +151,8 @@ impl Engine {
         {
             tracing::warn!("{key} {message}");
         }
-        let api = Client::new(&config.cloudstack).map_err(|e| error_chain(&e))?;
-        let lister = SshNodeLister::new(&config.ssh).map_err(|e| error_chain(&e))?;
+        let api = Client::new(&config.cloudstack)?;
+        let lister = SshNodeLister::new(&config.ssh)?;
         Ok(Engine {
             api: Arc::new(api),
             lister: Arc::new(lister),
@@ -179,7 +206,7 @@ impl Engine {
         // (recognised by their markers), it never forgets them; and while the state cannot be
         // written, nothing is sent that a crash would send again.
         if let Err(e) = store.file.save(&store.state) {
-            error!(error = %error_chain(&e), "cannot write the state file; nothing is sent this cycle");
+            error!(error = %error_chain(&e), "{STATE_NOT_WRITTEN}");
             tick.state_error = Some(e);
             return tick;
         }
@@ -246,7 +273,7 @@ impl Engine {
         if let Some(e) = unasked
             && report.is_ok()
         {
-            warn!(error = %error_chain(&e), "cannot ask CloudStack who holds the API key (getUser); its role must be of type Admin, or cks-drift's own annotations are not read back and other domains' clusters are not checked");
+            warn!(error = %error_chain(&e), "{CALLER_UNKNOWN}");
             self.caller_checked = true;
         }
         report
@@ -313,7 +340,7 @@ async fn forget_unlisted(lister: &dyn NodeLister, report: &CycleReport) {
 /// Warns of connections in clear or unverified: to CloudStack and to its database.
 fn warn_plain_transport(config: &Config) {
     if config.cloudstack.insecure {
-        tracing::warn!(url = %config.cloudstack.url, "TLS certificate verification is off (cloudstack.insecure = true)");
+        tracing::warn!(url = %config.cloudstack.url, "{TLS_UNVERIFIED}");
     }
     if config
         .cloudstack
@@ -322,7 +349,11 @@ fn warn_plain_transport(config: &Config) {
         .to_ascii_lowercase()
         .starts_with("http://")
     {
-        tracing::warn!(url = %config.cloudstack.url, "cloudstack.url {}", crate::config::PLAIN_HTTP);
+        tracing::warn!(
+            url = %config.cloudstack.url,
+            "cloudstack.url {}",
+            crate::config::PLAIN_HTTP
+        );
     }
     if let Some(db) = &config.database
         && !db.tls
@@ -386,15 +417,13 @@ fn step_settings(config: &Config) -> StepSettings {
     }
 }
 
-fn delivery_settings(config: &Config) -> Result<DeliverySettings, String> {
+fn delivery_settings(config: &Config) -> Result<DeliverySettings, AlertmanagerError> {
     Ok(DeliverySettings {
         event_log: config.notify.event_log.clone(),
         alert_types: config.notify.alert_types.clone(),
         alertmanager: match &config.alertmanager {
             None => None,
-            Some(am) => Some(Arc::new(
-                Alertmanager::new(am).map_err(|e| error_chain(&e))?,
-            )),
+            Some(am) => Some(Arc::new(Alertmanager::new(am)?)),
         },
     })
 }
@@ -426,7 +455,7 @@ async fn recover_reported(api: &Client, store: &mut Store, now: Timestamp) -> bo
         }
         Err(e) => {
             // Deciding without it would alert again everything already alerted.
-            error!(error = %error_chain(&e), "cannot read back from CloudStack what was reported; nothing is decided or sent this cycle");
+            error!(error = %error_chain(&e), "{READ_BACK_FAILED}");
             false
         }
     }
@@ -468,7 +497,7 @@ async fn deliver_queued(
     let (delivered, save_error) = deliver(api, settings, &mut store.state, &mut save, lock).await;
     tick.delivered = delivered;
     if let Some(e) = save_error {
-        error!(error = %error_chain(&e), "cannot write the state file after a delivery; nothing more is sent this cycle");
+        error!(error = %error_chain(&e), "{STATE_NOT_WRITTEN_AFTER_DELIVERY}");
         tick.state_error = Some(e);
     }
 }
@@ -485,7 +514,7 @@ async fn post_firing(
     let outcome = match am.post(&alerts).await {
         Ok(()) => "delivered",
         Err(e) => {
-            warn!(error = %error_chain(&e), alerts = alerts.len(), "the open findings were not sent to Alertmanager; they are sent again next cycle");
+            warn!(error = %error_chain(&e), alerts = alerts.len(), "{ALERTMANAGER_NOT_SENT}");
             "failed"
         }
     };
@@ -535,7 +564,14 @@ fn log_ignore_changes(
             Some(t) if t <= now => format!("expired at {t}"),
             _ => "no longer matches it (changed or removed)".to_string(),
         };
-        warn!(cluster_id = %cluster_id, key = %key, rule = was.rule, reason = %was.reason, "[[ignore]] rule {} {why}; the finding is alerted now", was.rule);
+        warn!(
+            cluster_id = %cluster_id,
+            key = %key,
+            rule = was.rule,
+            reason = %was.reason,
+            "[[ignore]] rule {} {why}; the finding is alerted now",
+            was.rule
+        );
     }
     for IgnoreChange {
         cluster_id,
@@ -543,7 +579,15 @@ fn log_ignore_changes(
         rule,
     } in newly
     {
-        info!(cluster_id = %cluster_id, key = %key, rule = rule.rule, reason = %rule.reason, "[[ignore]] rule {} matches this finding from now on; its alert and annotation are taken back", rule.rule);
+        info!(
+            cluster_id = %cluster_id,
+            key = %key,
+            rule = rule.rule,
+            reason = %rule.reason,
+            "[[ignore]] rule {} matches this finding from now on; its alert and annotation \
+             are taken back",
+            rule.rule
+        );
     }
 }
 
@@ -605,13 +649,7 @@ fn log_storm(change: Option<&StormChange>) {
             checked,
             threshold,
             findings,
-        }) => warn!(
-            clusters,
-            checked,
-            threshold,
-            findings,
-            "storm: new findings in more clusters at once than notify.storm_clusters; one storm alert is raised and the findings' own alerts and annotations are held until it ends"
-        ),
+        }) => warn!(clusters, checked, threshold, findings, "{STORM_BEGAN}"),
         Some(StormChange::Ended {
             since,
             held,
@@ -620,7 +658,7 @@ fn log_storm(change: Option<&StormChange>) {
             %since,
             held,
             released,
-            "the storm is over; the findings still open are alerted and annotated one by one, those resolved meanwhile never"
+            "{STORM_ENDED}"
         ),
     }
 }

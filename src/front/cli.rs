@@ -197,7 +197,7 @@ async fn check(path: &std::path::Path, format: Format, no_notify: bool) -> i32 {
     };
     let mut engine = match Engine::from_config(&config, store) {
         Ok(e) => e,
-        Err(e) => return fail(e),
+        Err(e) => return fail(error_chain(&e)),
     };
     // With a database, a check that notifies must be the one active instance: it takes the
     // lock for its one cycle, or stops if a running instance holds it.
@@ -207,13 +207,14 @@ async fn check(path: &std::path::Path, format: Format, no_notify: bool) -> i32 {
             Ok(true) => engine.lock = Some(lock),
             Ok(false) => {
                 return fail(
-                    "another cks-drift instance holds the lock in the CloudStack database and notifies; \
-                     use --no-notify to check without notifying",
+                    "another cks-drift instance holds the lock in the CloudStack database and \
+                     notifies; use --no-notify to check without notifying",
                 );
             }
             Err(e) => {
                 return fail(format!(
-                    "{e}; the lock that keeps several instances from notifying twice needs the database (use --no-notify to check without notifying)"
+                    "{e}; the lock that keeps several instances from notifying twice needs the \
+                     database (use --no-notify to check without notifying)"
                 ));
             }
         }
@@ -237,7 +238,8 @@ async fn check(path: &std::path::Path, format: Format, no_notify: bool) -> i32 {
     if tick.pending > 0 {
         tracing::warn!(
             pending = tick.pending,
-            "notifications could not all be delivered; they stay queued in the state file for the next run"
+            "notifications could not all be delivered; they stay queued in the state file for the \
+             next run"
         );
     }
     if let Some(e) = &tick.state_error {

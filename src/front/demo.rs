@@ -24,11 +24,10 @@ use cks_drift_sim::{
     ClusterSpec, NetworkLayout, NodeRole, Sim, SimTime, World, cks_hex, node_name_prefix,
 };
 
-use crate::base::error_chain::error_chain;
 use crate::base::time::Timestamp;
 use crate::cloudstack::client::{Client, ClientOptions};
 use crate::diff::Policy;
-use crate::engine::cycle::CycleSettings;
+use crate::engine::cycle::{CycleError, CycleSettings};
 use crate::engine::{Engine, Store, Tick};
 use crate::front::report;
 use crate::notify::DeliverySettings;
@@ -52,8 +51,19 @@ pub enum DemoError {
     TempDir(#[source] std::io::Error),
     #[error("cannot open the demo's state file")]
     State(#[source] StateError),
-    #[error("cycle {cycle} could not run: {reason}")]
-    Cycle { cycle: u32, reason: String },
+    #[error("cycle {cycle} could not run")]
+    Cycle {
+        cycle: u32,
+        #[source]
+        source: CycleError,
+    },
+    /// The cycle ran but its state could not be written.
+    #[error("cycle {cycle} could not run")]
+    CycleState {
+        cycle: u32,
+        #[source]
+        source: StateError,
+    },
     #[error("cannot read the demo's event log {}", path.display())]
     EventLog {
         path: PathBuf,
@@ -244,11 +254,13 @@ impl Scenario {
                 self.destroyed_vm.1
             ),
             format!(
-                "VM {} is named as a node of db but is in no map: left over from a failed scale-out 3 hours ago",
+                "VM {} is named as a node of db but is in no map: left over from a failed \
+                 scale-out 3 hours ago",
                 self.stray_vm.1
             ),
             format!(
-                "Kubernetes node {} has no VM: the VM was expunged 40 days ago, the node object stayed",
+                "Kubernetes node {} has no VM: the VM was expunged 40 days ago, the node object \
+                 stayed",
                 self.ghost_node
             ),
             format!(
@@ -602,22 +614,20 @@ pub async fn run(out: &mut dyn Write) -> Result<(), DemoError> {
         let title = format!("Cycle {cycle} at {now}");
         let _ = writeln!(text, "\n{title}\n{}\n", "=".repeat(title.len()));
         let before = Seen::read(&scenario.sim);
-        let tick = engine.tick(now).await;
-        let report = match &tick.report {
-            Ok(r) => r,
-            Err(e) => {
-                return Err(DemoError::Cycle {
-                    cycle,
-                    reason: error_chain(e),
-                });
-            }
+        let tick = match engine.tick(now).await {
+            Tick {
+                report: Err(source),
+                ..
+            } => return Err(DemoError::Cycle { cycle, source }),
+            Tick {
+                state_error: Some(source),
+                ..
+            } => return Err(DemoError::CycleState { cycle, source }),
+            tick => tick,
         };
-        if let Some(e) = &tick.state_error {
-            return Err(DemoError::Cycle {
-                cycle,
-                reason: error_chain(e),
-            });
-        }
+        let Ok(report) = &tick.report else {
+            unreachable!("a failed cycle returned above")
+        };
         let _ = writeln!(
             text,
             "{}\n",

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use tracing::debug;
 
+use super::messages::RELEASE_UNKNOWN;
 use super::nodes::{list_nodes, listing_order};
 use super::{ClusterRecord, CycleError, Listing, NodeListing, VmId};
 use crate::cks::{ROOT_SCOPE, reached_directly};
@@ -23,7 +24,7 @@ async fn release_or_none(api: &Client) -> Option<Release> {
     match api.version().await {
         Ok(version) => version.as_deref().and_then(Release::parse),
         Err(e) => {
-            debug!(error = %e, "cannot read the CloudStack release; networks are listed in every scope");
+            debug!(error = %e, "{RELEASE_UNKNOWN}");
             None
         }
     }

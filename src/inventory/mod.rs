@@ -28,6 +28,7 @@ use crate::snapshot::{PreviousMap, VanishedVm};
 pub mod assemble;
 mod clusters;
 pub mod held;
+mod messages;
 mod nodes;
 mod record;
 mod turns;
@@ -47,7 +48,8 @@ pub enum CycleError {
     /// Another instance holds the database lock (or this one lost it): nothing is checked,
     /// decided or sent here.
     #[error(
-        "not the active instance: another instance holds the lock in the CloudStack database, or this one lost it"
+        "not the active instance: another instance holds the lock in the CloudStack database, or \
+         this one lost it"
     )]
     Standby,
     /// The answers are URL-encoded (`encode.api.response = true`): nothing is compared, since

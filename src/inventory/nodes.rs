@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use tracing::{Instrument, info_span, warn};
 
+use super::messages::TURN_MISSED;
 use super::turns::Turns;
 use super::{ClusterRecord, Listing, NOT_STARTED, NodeListing};
 use crate::cks::{login_target, port_for};
@@ -79,7 +80,8 @@ pub(super) async fn list_nodes(
                     },
                 ));
             }
-            Err(reason) => {
+            Err(e) => {
+                let reason = e.to_string();
                 node_views.insert(i, (HeldView::Unknown { reason }, None));
             }
         }
@@ -164,7 +166,8 @@ async fn drive(
                         // cluster is assembled (a lister that does not stop reading at it).
                         Ok(nodes) if nodes.len() > target.max_nodes => {
                             let reason = format!(
-                                "the control node listed {} nodes, more than the {} the cluster can have (twice its VMs and 20 more); the list is not compared",
+                                "the control node listed {} nodes, more than the {} the cluster \
+                                 can have (twice its VMs and 20 more); the list is not compared",
                                 nodes.len(),
                                 target.max_nodes
                             );
@@ -216,7 +219,7 @@ async fn drive(
     }
     // Those whose turn never came: not a failure of theirs, and first next cycle.
     for rest in turns.into_waiting() {
-        let reason = "its turn did not come before the cycle's node-listing deadline; it is listed first next cycle".to_string();
+        let reason = TURN_MISSED.to_string();
         node_views.insert(
             rest.index,
             (HeldView::Unknown { reason }, Some(NOT_STARTED)),

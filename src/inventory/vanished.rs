@@ -5,6 +5,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use tracing::warn;
 
+use super::messages::{DB_MAP_DIFFERS, PROBE_FAILED};
 use super::{ClusterRecord, VmId, VmRow};
 use crate::cloudstack::client::Client;
 use crate::cloudstack::error::ApiError;
@@ -48,7 +49,7 @@ pub(super) async fn vanished_rows(
         )
         .await;
         if let Err(e) = &probed {
-            warn!(cluster = %c.info.name, error = %e, "cannot probe map rows the API stopped showing");
+            warn!(cluster = %c.info.name, error = %e, "{PROBE_FAILED}");
         }
         vanished.insert(i, probed.map_err(|e| e.to_string()));
     }
@@ -64,7 +65,7 @@ fn from_database(map: &DbMap, c: &ClusterRecord) -> Option<Vec<VanishedVm>> {
     let hidden = hidden_rows(rows, &shown);
     if hidden.is_none() {
         // The second read of the clusters saw the same map: not an operation under way.
-        warn!(cluster = %c.info.name, cluster_id = %c.info.id, "the database's VM map differs from the API's (their live VMs are not the same); this cluster's hidden map rows are probed through the API this cycle");
+        warn!(cluster = %c.info.name, cluster_id = %c.info.id, "{DB_MAP_DIFFERS}");
     }
     hidden
 }

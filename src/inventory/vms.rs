@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use tracing::warn;
 
+use super::messages::{DB_MAP_AND_VMS_UNREAD, DB_MAP_UNREAD};
 use super::{ClusterRecord, CycleError, MapSource, Owners, VmRow};
 use crate::cloudstack::client::Client;
 use crate::cloudstack::model::VirtualMachine;
@@ -60,11 +61,11 @@ pub(super) async fn vms_and_map(
         Some(Err(e)) => {
             let vms = match listed_vms {
                 Some(listed) => {
-                    warn!(error = %e, "cannot read the VM map from the database; this cycle reads it through the API alone");
+                    warn!(error = %e, "{DB_MAP_UNREAD}");
                     listed
                 }
                 None => {
-                    warn!(error = %e, "cannot read the VM map and the VMs from the database; this cycle reads them through the API alone");
+                    warn!(error = %e, "{DB_MAP_AND_VMS_UNREAD}");
                     list_vms(api, known, owners).await?
                 }
             };

@@ -35,16 +35,30 @@ pub const BODY_READ_MAX: usize = 4 * 1024;
 /// Why Alertmanager did not take the alerts.
 #[derive(Debug, thiserror::Error)]
 pub enum AlertmanagerError {
-    #[error("cannot reach Alertmanager at {url}: {reason}")]
-    Unreachable { url: String, reason: String },
+    /// No answer: the connection or the request failed (the error holds no URL).
+    #[error("cannot reach Alertmanager at {url}")]
+    Unreachable {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    /// No whole answer within `alertmanager.timeout`.
+    #[error(
+        "cannot reach Alertmanager at {url}: no answer within {} s (alertmanager.timeout)",
+        within.as_secs_f64()
+    )]
+    Timeout { url: String, within: Duration },
     #[error("Alertmanager at {url} answered HTTP {status}: {body}")]
     Refused {
         url: String,
         status: u16,
         body: String,
     },
+    /// `alertmanager.ca_file` could not be used.
+    #[error("cannot build the Alertmanager client: alertmanager.ca_file: {0}")]
+    CaFile(crate::cloudstack::error::ApiError),
     #[error("cannot build the Alertmanager client: {0}")]
-    Setup(String),
+    Build(reqwest::Error),
 }
 
 impl AlertmanagerError {
@@ -80,9 +94,9 @@ impl Alertmanager {
             settings.ca_file.as_deref(),
             settings.insecure,
         )
-        .map_err(|e| AlertmanagerError::Setup(format!("alertmanager.ca_file: {e}")))?
+        .map_err(AlertmanagerError::CaFile)?
         .build()
-        .map_err(|e| AlertmanagerError::Setup(e.to_string()))?;
+        .map_err(AlertmanagerError::Build)?;
         Ok(Alertmanager {
             http,
             urls: settings.urls.clone(),
@@ -136,16 +150,13 @@ impl Alertmanager {
             Ok(Err(e)) => {
                 return Err(AlertmanagerError::Unreachable {
                     url: shown_url,
-                    reason: crate::base::error_chain::error_chain(&e.without_url()),
+                    source: e.without_url(),
                 });
             }
             Err(_) => {
-                return Err(AlertmanagerError::Unreachable {
+                return Err(AlertmanagerError::Timeout {
                     url: shown_url,
-                    reason: format!(
-                        "no answer within {} s (alertmanager.timeout)",
-                        self.timeout.as_secs_f64()
-                    ),
+                    within: self.timeout,
                 });
             }
         };
@@ -420,7 +431,10 @@ mod tests {
         let started = std::time::Instant::now();
         let error = am.post(&[json!({})]).await.unwrap_err();
         assert!(
-            matches!(error, AlertmanagerError::Unreachable { .. }),
+            matches!(
+                error,
+                AlertmanagerError::Unreachable { .. } | AlertmanagerError::Timeout { .. }
+            ),
             "{error}"
         );
         assert!(started.elapsed() < Duration::from_secs(3));

@@ -14,6 +14,7 @@ use crate::cloudstack::error::ApiError;
 use crate::cloudstack::model::Alert;
 use crate::diff::wording::alert_marker;
 use crate::notify::DeliveryError;
+use crate::notify::messages::ALERT_NOT_STORED;
 use crate::state::{AlertRecord, State};
 
 /// The `name` of every alert this daemon raises.
@@ -21,6 +22,20 @@ pub const ALERT_NAME: &str = "KUBERNETES.CLUSTER.VM.MAP.CHECK";
 
 /// Types tried for one alert before giving up for this cycle.
 const TYPE_ATTEMPTS: usize = 3;
+
+/// Why an alert could not be raised, apart from CloudStack's own errors.
+#[derive(Debug, thiserror::Error)]
+pub enum AlertError {
+    /// Every type of `notify.alert_types` is held by an un-archived alert.
+    #[error(
+        "no free alert type left in notify.alert_types ({start}-{end}): every type is held by \
+         an un-archived alert; archive old alerts or widen the range"
+    )]
+    NoFreeType { start: u32, end: u32 },
+    /// `generateAlert` succeeded but `listAlerts` never showed the alert.
+    #[error("CloudStack did not store the alert for {key} under {attempts} different types")]
+    NotStored { key: String, attempts: usize },
+}
 
 /// Picks alert types for one delivery pass. The un-archived alerts are listed once per pass.
 /// `listAlerts` does not say which zone an alert is in, so a type held in any zone counts as
@@ -80,11 +95,11 @@ impl AlertDesk {
         let in_use = self.in_use.as_mut().expect("filled above");
         for _ in 0..TYPE_ATTEMPTS {
             let Some(t) = self.range.clone().find(|t| !in_use.contains(t)) else {
-                return Err(DeliveryError::Alert(format!(
-                    "no free alert type left in notify.alert_types ({}-{}): every type is held by an un-archived alert; archive old alerts or widen the range",
-                    self.range.start(),
-                    self.range.end()
-                )));
+                return Err(AlertError::NoFreeType {
+                    start: *self.range.start(),
+                    end: *self.range.end(),
+                }
+                .into());
             };
             in_use.insert(t);
             let type_text = t.to_string();
@@ -107,15 +122,13 @@ impl AlertDesk {
             if let Some(a) = stored.iter().find(|a| has_tag(a, &tag)) {
                 return Ok(record(a));
             }
-            warn!(
-                alert_type = t,
-                key,
-                "CloudStack did not store the alert (another un-archived alert holds this type); trying another type"
-            );
+            warn!(alert_type = t, key, "{ALERT_NOT_STORED}");
         }
-        Err(DeliveryError::Alert(format!(
-            "CloudStack did not store the alert for {key} under {TYPE_ATTEMPTS} different types"
-        )))
+        Err(AlertError::NotStored {
+            key: key.to_string(),
+            attempts: TYPE_ATTEMPTS,
+        }
+        .into())
     }
 }
 

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::notify::messages::EVENT_ALREADY_WRITTEN;
 use crate::state::{EVENT_TYPE, Level, Notification};
 
 #[derive(Debug, thiserror::Error)]
@@ -151,7 +152,7 @@ pub fn append(
         serde_json::to_string(&line).expect("events serialize"),
     );
     if tail.lines.contains(&text) {
-        tracing::debug!(id, path = %path.display(), "the event is in the event log already; not written again");
+        tracing::debug!(id, path = %path.display(), "{EVENT_ALREADY_WRITTEN}");
         return Ok(false);
     }
     text.push('\n');
@@ -178,10 +179,21 @@ pub fn append(
     tail.cut = false;
     match level {
         Level::Warn => {
-            tracing::warn!(event = EVENT_TYPE, cluster = %cluster, cluster_id = %cluster_id, key = key.as_deref().unwrap_or(""), "{description}")
+            tracing::warn!(
+                event = EVENT_TYPE,
+                cluster = %cluster,
+                cluster_id = %cluster_id,
+                key = key.as_deref().unwrap_or(""),
+                "{description}"
+            )
         }
         Level::Info => {
-            tracing::info!(event = EVENT_TYPE, cluster = %cluster, cluster_id = %cluster_id, "{description}")
+            tracing::info!(
+                event = EVENT_TYPE,
+                cluster = %cluster,
+                cluster_id = %cluster_id,
+                "{description}"
+            )
         }
     }
     Ok(true)

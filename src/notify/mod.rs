@@ -11,6 +11,7 @@
 pub mod alertmanager;
 pub mod alerts;
 pub mod event_log;
+mod messages;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
@@ -24,6 +25,7 @@ use crate::cloudstack::model::Annotation;
 use crate::database::lock::Lock;
 use crate::diff::wording::{alert_marker, annotation_marker, marked_key, marker_key, remarked};
 use crate::state::{Notification, Outgoing, RecordKey, State};
+use messages::{NOT_DELIVERED, REFUSED};
 
 /// What delivery needs to know.
 #[derive(Debug, Clone)]
@@ -37,13 +39,6 @@ pub struct DeliverySettings {
 /// Notifications delivered between two writes of the state.
 const SAVE_EVERY: usize = 50;
 
-/// The WARN line of a notification that stays queued.
-const NOT_DELIVERED: &str = "notification not delivered; it stays queued for the next cycle";
-
-/// The ERROR line of a notification CloudStack refused for good.
-const REFUSED: &str =
-    "CloudStack refused the notification for good; it is dropped and nothing else waits for it";
-
 /// Outcome counts of one delivery pass, by (channel, outcome): `delivered`, `refused` (for
 /// good, dropped) or `failed` (kept).
 pub type DeliveryCounts = BTreeMap<(&'static str, &'static str), u64>;
@@ -54,8 +49,11 @@ pub enum DeliveryError {
     Api(#[from] ApiError),
     #[error(transparent)]
     EventLog(#[from] event_log::EventLogError),
-    #[error("{0}")]
-    Alert(String),
+    #[error(transparent)]
+    Alert(#[from] alerts::AlertError),
+    /// `addAnnotation` succeeded without naming the annotation it made.
+    #[error("addAnnotation answered without an annotation id")]
+    AnnotationWithoutId,
     #[error(transparent)]
     Alertmanager(#[from] alertmanager::AlertmanagerError),
 }
@@ -149,7 +147,13 @@ pub async fn deliver<E>(
                 }
                 Err(e) => {
                     let message = crate::base::error_chain::error_chain(&e);
-                    warn!(id = item.id, channel, attempts = item.attempts + 1, error = %message, "{NOT_DELIVERED}");
+                    warn!(
+                        id = item.id,
+                        channel,
+                        attempts = item.attempts + 1,
+                        error = %message,
+                        "{NOT_DELIVERED}"
+                    );
                     let queued = &mut state.outbox[next];
                     queued.attempts += 1;
                     queued.last_error = Some(message);
@@ -347,9 +351,7 @@ async fn add_annotation(
         .and_then(|a| a.get("id"))
         .and_then(|id| id.as_str())
         .map(str::to_string)
-        .ok_or_else(|| {
-            DeliveryError::Alert("addAnnotation answered without an annotation id".into())
-        })
+        .ok_or(DeliveryError::AnnotationWithoutId)
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 
 pub mod known_hosts;
 pub mod kubectl;
+mod messages;
 pub mod ssh;
 
 use std::collections::HashSet;
@@ -308,7 +309,8 @@ pub enum NodeListError {
         limit: usize,
     },
     #[error(
-        "the command on {host}:{port} printed more than {max_nodes} node lines, more than the cluster can have (twice its VMs and 20 more); the list is not compared"
+        "the command on {host}:{port} printed more than {max_nodes} node lines, more than the \
+         cluster can have (twice its VMs and 20 more); the list is not compared"
     )]
     TooManyNodes {
         host: String,
@@ -316,7 +318,8 @@ pub enum NodeListError {
         max_nodes: usize,
     },
     #[error(
-        "the command on {host}:{port} printed a line longer than {limit} bytes, which no node line is"
+        "the command on {host}:{port} printed a line longer than {limit} bytes, which no node \
+         line is"
     )]
     LineTooLong {
         host: String,

@@ -13,7 +13,12 @@ use crate::state::{State, VERSION};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
-    #[error("state file {path} is in use by another cks-drift{}; stop it or point state.path elsewhere, or check without notifying (cks-drift check --no-notify neither uses nor locks the state file)", holder.map(|p| format!(" (pid {p})")).unwrap_or_default())]
+    #[error(
+        "state file {path} is in use by another cks-drift{}; stop it or point state.path \
+         elsewhere, or check without notifying (cks-drift check --no-notify neither uses nor \
+         locks the state file)",
+        holder.map(|p| format!(" (pid {p})")).unwrap_or_default()
+    )]
     Locked { path: PathBuf, holder: Option<u32> },
     #[error("cannot {action} {path}")]
     Io {
@@ -23,19 +28,38 @@ pub enum StateError {
         source: std::io::Error,
     },
     #[error("state file {path} cannot be read: {why}")]
-    Unreadable { path: PathBuf, why: String },
+    Unreadable { path: PathBuf, why: ParseError },
     #[error(
-        "the state folder {dir} belongs to {owner} and this runs as root: the state file and its lock would become root's, and {owner} (the service) could no longer open them; run it as {owner} (sudo -u {owner} cks-drift ...), or check without notifying (cks-drift check --no-notify neither uses nor writes the state file)"
+        "the state folder {dir} belongs to {owner} and this runs as root: the state file and its \
+         lock would become root's, and {owner} (the service) could no longer open them; run it as \
+         {owner} (sudo -u {owner} cks-drift ...), or check without notifying (cks-drift check \
+         --no-notify neither uses nor writes the state file)"
     )]
     RootInServiceFolder { dir: PathBuf, owner: String },
     #[error(
-        "cannot open {path}: permission denied for {user}; it belongs to {owner}: run as {owner} (sudo -u {owner} cks-drift ...), or give it back with chown {owner} {path}"
+        "cannot open {path}: permission denied for {user}; it belongs to {owner}: run as {owner} \
+         (sudo -u {owner} cks-drift ...), or give it back with chown {owner} {path}"
     )]
     NotOurs {
         path: PathBuf,
         user: String,
         owner: String,
     },
+}
+
+/// Why a state file's bytes are not a state, in words that follow "cannot be read: ".
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    #[error("not JSON: {0}")]
+    NotJson(serde_json::Error),
+    #[error("not a cks-drift state: {0}")]
+    NotAState(serde_json::Error),
+    #[error("not a cks-drift state (version 1): {0}")]
+    NotAStateV1(serde_json::Error),
+    #[error("schema version {0}; this release reads versions 1 to {VERSION}")]
+    Version(u64),
+    #[error("no schema version")]
+    NoVersion,
 }
 
 /// Refuses root in a state folder another user owns (the service's): what root creates there
@@ -185,7 +209,7 @@ impl StateFile {
             Ok(bytes) => match parse(&bytes) {
                 Ok(state) => state,
                 Err(why) => {
-                    note.moved_aside = Some((move_aside(path, now)?, why));
+                    note.moved_aside = Some((move_aside(path, now)?, why.to_string()));
                     State::default()
                 }
             },
@@ -238,20 +262,17 @@ pub fn read(path: &Path) -> Result<Option<State>, StateError> {
 }
 
 /// Reads a state file's bytes, either schema, into the current one; why not, in words.
-pub fn parse(bytes: &[u8]) -> Result<State, String> {
-    let value: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
+pub fn parse(bytes: &[u8]) -> Result<State, ParseError> {
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(ParseError::NotJson)?;
     match value.get("version").and_then(|v| v.as_u64()) {
         Some(v) if v == u64::from(VERSION) => {
-            serde_json::from_value(value).map_err(|e| format!("not a cks-drift state: {e}"))
+            serde_json::from_value(value).map_err(ParseError::NotAState)
         }
         Some(1) => serde_json::from_value::<StateV1>(value)
             .map(StateV1::upgrade)
-            .map_err(|e| format!("not a cks-drift state (version 1): {e}")),
-        Some(v) => Err(format!(
-            "schema version {v}; this release reads versions 1 to {VERSION}"
-        )),
-        None => Err("no schema version".into()),
+            .map_err(ParseError::NotAStateV1),
+        Some(v) => Err(ParseError::Version(v)),
+        None => Err(ParseError::NoVersion),
     }
 }
 

@@ -107,14 +107,16 @@ pub fn expiry_warnings(
                 Some((
                     key,
                     format!(
-                        "is {expires}, in the past: the rule matches nothing and its findings are alerted; remove the rule or move the date"
+                        "is {expires}, in the past: the rule matches nothing and its findings are \
+                         alerted; remove the rule or move the date"
                     ),
                 ))
             } else if expires <= day {
                 Some((
                     key,
                     format!(
-                        "is {expires}, within a day: then the findings it matches are alerted; move the date if the drift is still accepted"
+                        "is {expires}, within a day: then the findings it matches are alerted; \
+                         move the date if the drift is still accepted"
                     ),
                 ))
             } else {

@@ -24,7 +24,7 @@ use crate::daemon::DaemonError;
 use crate::daemon::metrics::Metrics;
 use crate::database::lock::{Role, Term};
 use crate::engine::cycle::{CycleError, CycleReport};
-use crate::engine::{Store, Tick};
+use crate::engine::{EngineError, Store, Tick};
 
 /// What was recorded, by whom, when.
 #[derive(Clone)]
@@ -298,7 +298,10 @@ impl Harness {
         let (build_record, build_log) = (record.clone(), built.clone());
         let build = move |config: &Config, store: Option<Store>| {
             if config.cloudstack.url.contains("refused") {
-                return Err(format!("{} is refused", config.cloudstack.url));
+                return Err(EngineError::Client(ApiError::Config {
+                    key: "cloudstack.url",
+                    problem: format!("{} is refused", config.cloudstack.url),
+                }));
             }
             last_id += 1;
             let with = if store.is_some() {
@@ -527,7 +530,7 @@ async fn a_reload_keeps_the_restart_only_keys_and_a_refused_one_changes_nothing(
              running=None new=Some(127.0.0.1:9999)",
             "1500 WARN log.level and log.format take effect at the next restart",
             "2500 ERROR the new config is refused; the old one stays in force \
-             error=https://refused.example.com/client/api is refused",
+             error=cloudstack.url: https://refused.example.com/client/api is refused",
         ]
     );
     // The engine was built with the keys in force, and the 2 s interval stayed in force.

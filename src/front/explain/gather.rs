@@ -5,7 +5,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::{Explanation, explanation, strangers};
-use crate::base::error_chain::error_chain;
 use crate::base::time::Timestamp;
 use crate::cloudstack::client::Client;
 use crate::cloudstack::model::KubernetesCluster;
@@ -28,8 +27,15 @@ pub enum ExplainError {
     },
     #[error(transparent)]
     Cycle(#[from] crate::inventory::CycleError),
-    #[error("{0}")]
-    Setup(String),
+    /// The CloudStack API client could not be built.
+    #[error(transparent)]
+    Client(#[from] crate::cloudstack::error::ApiError),
+    /// The SSH node lister could not be built: its private key.
+    #[error(transparent)]
+    Ssh(#[from] crate::remote::ssh::KeyError),
+    /// The state file could not be read.
+    #[error(transparent)]
+    State(#[from] crate::state::file::StateError),
 }
 
 /// A cluster as some listing holds it: `explain` looks one up in the API's listing, then in
@@ -81,9 +87,8 @@ pub async fn explain(
     wanted: &str,
     now: Timestamp,
 ) -> Result<Explanation, ExplainError> {
-    let api = Client::new(&config.cloudstack).map_err(|e| ExplainError::Setup(error_chain(&e)))?;
-    let lister = crate::remote::ssh::SshNodeLister::new(&config.ssh)
-        .map_err(|e| ExplainError::Setup(error_chain(&e)))?;
+    let api = Client::new(&config.cloudstack)?;
+    let lister = crate::remote::ssh::SshNodeLister::new(&config.ssh)?;
     let state = read_state(&config.state.path)?;
     let previous = state
         .as_ref()
@@ -139,5 +144,5 @@ pub async fn explain(
 /// The state file's content, read without its lock (a running instance keeps it); `None`
 /// when there is none.
 fn read_state(path: &Path) -> Result<Option<State>, ExplainError> {
-    crate::state::file::read(path).map_err(|e| ExplainError::Setup(error_chain(&e)))
+    Ok(crate::state::file::read(path)?)
 }

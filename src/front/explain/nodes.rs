@@ -82,7 +82,8 @@ pub(super) fn node_lines(
                     (
                         Some(format!("identity_conflict:{}", node.name)),
                         format!(
-                            "finding identity_conflict: named like VM {} ({}), but its system UUID or provider ID is VM {} ({})",
+                            "finding identity_conflict: named like VM {} ({}), but its system \
+                             UUID or provider ID is VM {} ({})",
                             named.name.as_deref().unwrap_or("?"),
                             named.id,
                             is.name.as_deref().unwrap_or("?"),
@@ -94,9 +95,7 @@ pub(super) fn node_lines(
                         Identity::Foreign => {
                             "its system UUID or provider ID is no VM of the cluster"
                         }
-                        Identity::Claims(_) => {
-                            "the VM its system UUID names is another node's"
-                        }
+                        Identity::Claims(_) => "the VM its system UUID names is another node's",
                         _ => "no VM of the cluster has its name",
                     };
                     (Some(without), format!("finding node_without_vm: {why}"))
@@ -104,11 +103,14 @@ pub(super) fn node_lines(
                     let renamed = if name.eq_ignore_ascii_case(&host_label(&node.name)) {
                         ""
                     } else {
-                        "; its name differs (a VM renamed in CloudStack, or a node renamed by its tenant), which is no finding"
+                        "; its name differs (a VM renamed in CloudStack, or a node renamed by its \
+                         tenant), which is no finding"
                     };
                     (
                         None,
-                        format!("is a VM of the cluster by its system UUID or provider ID{renamed}"),
+                        format!(
+                            "is a VM of the cluster by its system UUID or provider ID{renamed}"
+                        ),
                     )
                 } else if vm.is_some() {
                     (None, "matches a VM of the cluster by name".to_string())

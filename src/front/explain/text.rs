@@ -197,7 +197,8 @@ fn reported_text(e: &Explanation) -> String {
                         line.since,
                         sent_text(line),
                         if line.kept {
-                            "; kept: the nodes were not listed, so it is neither found again nor resolved"
+                            "; kept: the nodes were not listed, so it is neither found again nor \
+                             resolved"
                         } else if line.open {
                             ""
                         } else {

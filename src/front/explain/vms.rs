@@ -30,7 +30,8 @@ pub(super) fn stranger_line(s: &Stranger, prefixes: &ClusterPrefixes) -> VmLine 
         role: prefixes.role_of(&s.vm.name).map(role_text),
         finding: None,
         verdict: format!(
-            "not this cluster's: named like one of its nodes, but owned by {}, not by the cluster's owner",
+            "not this cluster's: named like one of its nodes, but owned by {}, not by the \
+             cluster's owner",
             s.owner
         ),
     }
@@ -126,7 +127,8 @@ impl<'a> VmVerdicts<'a> {
             (
                 Some(f),
                 format!(
-                    "finding vm_not_a_node: Running and mapped, no node is named {} and it has not changed for {grace}",
+                    "finding vm_not_a_node: Running and mapped, no node is named {} and it has \
+                     not changed for {grace}",
                     vm.name.to_ascii_lowercase()
                 ),
             )
@@ -156,7 +158,8 @@ impl<'a> VmVerdicts<'a> {
             Some(_) => {
                 let settled = vm.created.into_iter().chain(vm.last_updated).max();
                 format!(
-                    "not a finding yet: no node is named {}, but it was created or changed at {} (within the grace period of {})",
+                    "not a finding yet: no node is named {}, but it was created or changed at {} \
+                     (within the grace period of {})",
                     vm.name.to_ascii_lowercase(),
                     settled.map_or("?".to_string(), |t| t.to_string()),
                     self.grace
@@ -183,7 +186,8 @@ impl<'a> VmVerdicts<'a> {
         } else if let Some(f) = self.hit("unmapped_vm", vm) {
             (
                 Some(f),
-                "finding unmapped_vm: named as a node of this cluster, owned by its owner, in no cluster's map"
+                "finding unmapped_vm: named as a node of this cluster, owned by its owner, in no \
+                 cluster's map"
                     .to_string(),
             )
         } else {
@@ -193,7 +197,8 @@ impl<'a> VmVerdicts<'a> {
             (
                 None,
                 format!(
-                    "not a finding yet: in no map, but created at {} (within the grace period of {})",
+                    "not a finding yet: in no map, but created at {} (within the grace period of \
+                     {})",
                     created.map_or("?".to_string(), |t| t.to_string()),
                     self.grace
                 ),

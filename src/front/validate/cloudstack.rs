@@ -28,7 +28,10 @@ pub(super) async fn server_release(
         return Ok((
             Finding::warning(
                 "cloudstack release",
-                "listCapabilities does not show cloudstackversion (expose.cloudstack.version.api.list.capabilities is false): the release is unknown, so cks-drift reads the networks in every scope, which is right on every release but costs more calls; set it to true to let cks-drift tell",
+                "listCapabilities does not show cloudstackversion \
+                 (expose.cloudstack.version.api.list.capabilities is false): the release is \
+                 unknown, so cks-drift reads the networks in every scope, which is right on every \
+                 release but costs more calls; set it to true to let cks-drift tell",
             ),
             None,
         ));
@@ -45,7 +48,8 @@ pub(super) async fn server_release(
         return Err(Finding::error(
             "cloudstack release",
             format!(
-                "listCapabilities answered cloudstackversion \"{version}\", which names no release; cks-drift supports CloudStack {} and later",
+                "listCapabilities answered cloudstackversion \"{version}\", which names no \
+                 release; cks-drift supports CloudStack {} and later",
                 Release::OLDEST
             ),
         ));
@@ -54,7 +58,8 @@ pub(super) async fn server_release(
         return Err(Finding::error(
             "cloudstack release",
             format!(
-                "CloudStack {version} is older than {}, the oldest release cks-drift supports: its Kubernetes Service keeps the VM map differently; upgrade CloudStack first",
+                "CloudStack {version} is older than {}, the oldest release cks-drift supports: \
+                 its Kubernetes Service keeps the VM map differently; upgrade CloudStack first",
                 Release::OLDEST
             ),
         ));
@@ -94,7 +99,9 @@ pub(super) async fn key_holder(api: &Client, api_key: &str) -> Result<Finding, F
         Err(e) => Ok(Finding::warning(
             "cloudstack key",
             format!(
-                "cannot tell the type of the key's role ({}); it must be Admin, or cks-drift's own annotations are not read back and other domains' clusters are not checked: allow getUser to the role, or check its type by hand",
+                "cannot tell the type of the key's role ({}); it must be Admin, or cks-drift's \
+                 own annotations are not read back and other domains' clusters are not checked: \
+                 allow getUser to the role, or check its type by hand",
                 crate::base::error_chain::error_chain(&e)
             ),
         )),

@@ -52,7 +52,8 @@ pub(super) fn unmatched_rule_warnings(config: &Config) -> Vec<Finding> {
                 Finding::warning(
                     &format!("ignore[{n}]"),
                     format!(
-                        "matches none of the findings open after the last cycle ({}); check its cluster, kind, vm and node",
+                        "matches none of the findings open after the last cycle ({}); check its \
+                         cluster, kind, vm and node",
                         config.state.path.display()
                     ),
                 )
@@ -84,7 +85,8 @@ pub fn cluster_rule_warnings(
             0 => out.push(Finding::warning(
                 &key,
                 format!(
-                    "is \"{want}\", which is neither the id nor the name of any of the {} clusters listed: the rule matches nothing",
+                    "is \"{want}\", which is neither the id nor the name of any of the {} \
+                     clusters listed: the rule matches nothing",
                     clusters.len()
                 ),
             )),
@@ -94,7 +96,8 @@ pub fn cluster_rule_warnings(
                 out.push(Finding::warning(
                     &key,
                     format!(
-                        "is \"{want}\", the name of {n} clusters ({}{}): a name is each tenant's to choose, so the rule matches them all; give the id of the one meant",
+                        "is \"{want}\", the name of {n} clusters ({}{}): a name is each tenant's \
+                         to choose, so the rule matches them all; give the id of the one meant",
                         ids.join(", "),
                         if n > ids.len() { ", …" } else { "" }
                     ),

@@ -25,7 +25,8 @@ pub(super) async fn ssh_login(
     release: Option<Release>,
     clusters: &[KubernetesCluster],
 ) -> Result<Finding, Finding> {
-    let cluster = login_cluster(clusters).map_err(|why| Finding::warning("ssh", why))?;
+    let cluster =
+        login_cluster(clusters).map_err(|why| Finding::warning("ssh", why.to_string()))?;
     let lister = SshNodeLister::new(&config.ssh)
         .map_err(|e| Finding::error("ssh", crate::base::error_chain::error_chain(&e)))?;
     let network = match cluster.networkid.as_deref() {
@@ -36,7 +37,7 @@ pub(super) async fn ssh_login(
             .pop(),
     };
     let target = crate::cks::ssh_target(cluster, network.as_ref(), &config.ssh.user)
-        .map_err(|reason| Finding::warning("ssh", reason))?;
+        .map_err(|e| Finding::warning("ssh", e.to_string()))?;
     // The name is the tenant's; the user and host come from its VM's detail and its
     // endpoint, checked but shown escaped all the same.
     let who = format!(
@@ -63,9 +64,22 @@ pub(super) async fn ssh_login(
     }
 }
 
+/// Why the connection test does not try SSH.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum NoLogin {
+    #[error("no Running or Alert CloudManaged cluster to log in to; SSH was not tried")]
+    NoCluster,
+    /// The first checked cluster has no endpoint yet; `name` and `id` are shown escaped.
+    #[error(
+        "cluster {name} ({id}): {}; SSH was not tried",
+        crate::cks::NO_ENDPOINT
+    )]
+    NoEndpoint { name: String, id: String },
+}
+
 /// The cluster the connection test logs in to: the first that is checked and has an
 /// endpoint; else why SSH is not tried.
-pub(super) fn login_cluster(clusters: &[KubernetesCluster]) -> Result<&KubernetesCluster, String> {
+pub(super) fn login_cluster(clusters: &[KubernetesCluster]) -> Result<&KubernetesCluster, NoLogin> {
     let checked: Vec<&KubernetesCluster> = clusters
         .iter()
         .filter(|c| crate::cks::skip_reason(c).is_none())
@@ -77,15 +91,11 @@ pub(super) fn login_cluster(clusters: &[KubernetesCluster]) -> Result<&Kubernete
         return Ok(cluster);
     }
     Err(match checked.first() {
-        None => {
-            "no Running or Alert CloudManaged cluster to log in to; SSH was not tried".to_string()
-        }
-        Some(c) => format!(
-            "cluster {} ({}): {}; SSH was not tried",
-            shown(&c.name, NAME_SHOWN),
-            escaped(&c.id),
-            crate::cks::NO_ENDPOINT
-        ),
+        None => NoLogin::NoCluster,
+        Some(c) => NoLogin::NoEndpoint {
+            name: shown(&c.name, NAME_SHOWN),
+            id: escaped(&c.id).into_owned(),
+        },
     })
 }
 
@@ -118,7 +128,8 @@ fn identities(nodes: &[crate::snapshot::Node]) -> String {
     match (nodes.len(), known) {
         (0, _) => head,
         (_, 0) => format!(
-            "{head}, by name only (none with a system UUID or provider ID): they are matched to VMs by name"
+            "{head}, by name only (none with a system UUID or provider ID): they are matched to \
+             VMs by name"
         ),
         _ => format!("{head}, {known} with a system UUID or provider ID"),
     }

@@ -412,7 +412,7 @@ fn the_cluster_not_logged_in_to_is_named_escaped() {
     }))
     .unwrap();
     assert_eq!(
-        login_cluster(&[cluster]).unwrap_err(),
+        login_cluster(&[cluster]).unwrap_err().to_string(),
         format!(
             "cluster web\\x0d\\x0aok: ssh: all control nodes verified\\x1b[2J (c1): {}; SSH was not tried",
             crate::cks::NO_ENDPOINT

@@ -14,8 +14,9 @@ use super::host_key::HostKeyCheck;
 use crate::remote::{NodeListError, RemoteExit, SshTarget, Stage};
 
 /// Most stdout kept. A node list is about 130 bytes a node with its system UUID and provider
-/// ID (40 with names only), so this is far beyond any cluster; more means the output is not a node list, and a cut list would look like
-/// missing nodes, so it is refused rather than truncated.
+/// ID (40 with names only), so this is far beyond any cluster; more means the output is not
+/// a node list, and a cut list would look like missing nodes, so it is refused rather than
+/// truncated.
 const STDOUT_LIMIT: usize = 4 * 1024 * 1024;
 /// Longest stdout line read: a node line is a name (at most 253 characters), its readiness,
 /// a system UUID and a provider ID. A longer line ends the listing at once.

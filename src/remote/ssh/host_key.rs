@@ -12,6 +12,7 @@ use tracing::{debug, info, warn};
 use crate::config::HostKeyPolicy;
 use crate::remote::NodeListError;
 use crate::remote::known_hosts::{self, HostKeyMatch};
+use crate::remote::messages::HOST_KEY_NOT_MARKED;
 
 /// Checks the server's host key during key exchange. russh turns a refusal into a bare
 /// `UnknownKey`, so the reason is left in `refusal` for the caller.
@@ -174,7 +175,7 @@ impl HostKeyCheck {
                     Err(e) => warn!(
                         known_hosts = %self.known_hosts.display(),
                         error = %crate::base::error_chain::error_chain(&e),
-                        "the host key recorded for the address matches; it cannot be marked as the cluster's, so another cluster at this address later would be trusted with it too: let the service write the file"
+                        "{HOST_KEY_NOT_MARKED}"
                     ),
                 }
                 Ok(())

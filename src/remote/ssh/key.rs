@@ -22,10 +22,15 @@ pub enum KeyError {
         #[source]
         source: std::io::Error,
     },
-    #[error("ssh.private_key: {} is a public key; give its private half{}", path.display(), private_half(path))]
+    #[error(
+        "ssh.private_key: {} is a public key; give its private half{}",
+        path.display(),
+        private_half(path)
+    )]
     PublicKey { path: PathBuf },
     #[error(
-        "ssh.private_key: {} is not a private key (expected PEM RSA, OpenSSH RSA or OpenSSH ed25519)",
+        "ssh.private_key: {} is not a private key (expected PEM RSA, OpenSSH RSA or OpenSSH \
+         ed25519)",
         path.display()
     )]
     NotAKey {

@@ -33,6 +33,7 @@ use super::{
     ForgetFuture, Node, NodeListError, NodeListFuture, NodeLister, SshTarget, Stage, parse_nodes,
 };
 use crate::config::{HostKeyPolicy, SshSettings};
+use crate::remote::messages::HOST_KEYS_KEPT;
 pub use command::{ExecFailure, LINE_LIMIT, LineBound, remote_command};
 use host_key::HostKeyCheck;
 pub use key::{KeyError, load_private_key};
@@ -315,7 +316,7 @@ impl NodeLister for SshNodeLister {
                 Err(e) => warn!(
                     known_hosts = %self.known_hosts.display(),
                     error = %e,
-                    "cannot forget the host keys of clusters CloudStack no longer lists; they are kept"
+                    "{HOST_KEYS_KEPT}"
                 ),
             }
         })

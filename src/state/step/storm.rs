@@ -193,7 +193,8 @@ fn end_storm(
 ) -> StormChange {
     archive_storm_alert(q, &storm, settings);
     let description = format!(
-        "The storm of VM map findings that began at {} is over: of {} findings held, {} still open in {} clusters were told one by one; the others resolved meanwhile and are not told",
+        "The storm of VM map findings that began at {} is over: of {} findings held, {} still \
+         open in {} clusters were told one by one; the others resolved meanwhile and are not told",
         storm.since, storm.held, storm.released, storm.released_clusters
     );
     q.push(storm_event(Level::Info, &storm.key, description, now));
