@@ -94,7 +94,12 @@ impl HttpTransport {
         // most) is read whole and parsed from memory, which costs a fraction of the CPU of
         // reading it as a stream; past that, it goes on as a stream, so that a huge one is
         // never held.
-        let mut body: Vec<u8> = Vec::new();
+        // Sized from `Content-Length` where the server sends it: a buffer grown by doubling
+        // holds the old and the new one at once, and keeps up to half of it unused.
+        let announced = response
+            .content_length()
+            .and_then(|n| usize::try_from(n).ok());
+        let mut body: Vec<u8> = Vec::with_capacity(announced.map_or(0, |n| n.min(WHOLE_MAX + 1)));
         let mut rest = chunks(response, self.url.clone(), self.timeout);
         while body.len() <= WHOLE_MAX {
             match rest.next().await {
@@ -168,7 +173,7 @@ fn transport_error(url: &str, timeout: Duration, e: reqwest::Error) -> Transport
     }
 }
 /// Idle connections kept per host between calls (see `client_builder`).
-const IDLE_CONNECTIONS: usize = 4;
+const IDLE_CONNECTIONS: usize = 2;
 
 /// An HTTPS client builder as every client of cks-drift needs one: no redirect followed (it
 /// would carry the credentials elsewhere), the deadline on connect and on the whole request,
@@ -183,8 +188,8 @@ pub fn client_builder(
         .timeout(timeout)
         .connect_timeout(timeout)
         // An idle connection keeps the read buffer its largest answer grew (up to about
-        // 400 KB): a cycle reads three listings at once, four pages each, and then little for
-        // as long as the node listings last. Four idle connections are kept, not twelve.
+        // 400 KB): a cycle reads three listings at once, four pages each, and then nothing
+        // for as long as the node listings last. Two idle connections are kept, not twelve.
         .pool_max_idle_per_host(IDLE_CONNECTIONS)
         .user_agent(concat!("cks-drift/", env!("CARGO_PKG_VERSION")));
     if let Some(path) = ca_file {

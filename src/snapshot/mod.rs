@@ -1,5 +1,6 @@
 //! The three views of one cluster, as plain data: its VM map, its VMs in CloudStack and its
-//! Kubernetes nodes. Built by `cycle` from the sources; read by the pure `diff`.
+//! Kubernetes nodes, and who the cluster is (`ClusterIdentity`). Built by `cycle` from the
+//! sources; read by the pure `diff`, and the identity by every stage after it.
 //!
 //! Nothing here does I/O. A view that could not be read is marked unknown, never empty.
 
