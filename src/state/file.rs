@@ -520,4 +520,57 @@ mod tests {
             })
         );
     }
+
+    #[test]
+    fn a_state_file_of_the_previous_release_reads_as_written_and_writes_back_the_same() {
+        // Findings by key, alert and annotation records by `<cluster id>/<key>` (a finding's,
+        // a summary's, a storm's under `cloud`), a queued notification, a storm and the hourly
+        // budget: as the release before the typed keys wrote them.
+        let written = r#"{
+  "version": 2,
+  "clusters": {
+    "6a3bd1f1-57d0-4bd6-a2a0-9e2c1b7c0f3e": {
+      "name": "web",
+      "zone_id": "z1",
+      "owner": "acct",
+      "owner_id": "account:d1/acct",
+      "vms": {
+        "map_count:2/3": {"kind": "map_count", "shown": 2, "expected": 3, "since": "2027-01-15T08:00:00Z"},
+        "unmapped_vm:v9": {"kind": "unmapped_vm", "vm_id": "v9", "vm_name": "web-node-9", "vm_state": "Running", "since": "2027-01-15T08:00:00Z", "deferred": true}
+      },
+      "nodes": {
+        "node_without_vm:stray": {"kind": "node_without_vm", "node": "stray", "since": "2027-01-15T08:05:00Z", "held": true}
+      },
+      "map": {"v1": "web-control-1"},
+      "expected_vms": 3,
+      "vanished": {},
+      "listed_at": "2027-01-15T08:05:00Z"
+    }
+  },
+  "outbox": [
+    {"id": 6, "attempts": 1, "last_error": "refused", "action": "remove_annotation", "cluster_id": "6a3bd1f1-57d0-4bd6-a2a0-9e2c1b7c0f3e", "key": "unmapped_vm:v8"}
+  ],
+  "alerts": {
+    "6a3bd1f1-57d0-4bd6-a2a0-9e2c1b7c0f3e/map_count:2/3": {"alert_id": "a1", "alert_type": 3000, "zone_id": "z1", "covers": []},
+    "6a3bd1f1-57d0-4bd6-a2a0-9e2c1b7c0f3e/summary:20270115T080000Z": {"alert_id": "a2", "alert_type": 3001, "zone_id": null, "covers": ["unmapped_vm:v9"]},
+    "cloud/storm:20270115T080500Z": {"alert_id": "a3", "alert_type": 3002, "zone_id": null, "covers": []}
+  },
+  "annotations": {
+    "6a3bd1f1-57d0-4bd6-a2a0-9e2c1b7c0f3e/map_count:2/3": "n1"
+  },
+  "next_id": 7,
+  "storm": {"since": "2027-01-15T08:05:00Z", "key": "storm:20270115T080500Z", "clusters": 6, "checked": 9, "held": 1},
+  "raised": {"account:d1/acct": {"alerts": ["2027-01-15T08:00:00Z"]}}
+}"#;
+        let state: State = serde_json::from_str(written).unwrap();
+        let c = &state.clusters["6a3bd1f1-57d0-4bd6-a2a0-9e2c1b7c0f3e"];
+        assert!(
+            c.vms
+                .contains_key(&crate::diff::FindingKey::parse("map_count:2/3").unwrap())
+        );
+        let storm = crate::state::RecordKey::new("cloud", "storm:20270115T080500Z");
+        assert_eq!(state.alerts[&storm].alert_id, "a3");
+        let written: serde_json::Value = serde_json::from_str(written).unwrap();
+        assert_eq!(serde_json::to_value(&state).unwrap(), written);
+    }
 }
