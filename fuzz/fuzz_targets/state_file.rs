@@ -27,6 +27,7 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(again, state, "written back and loaded, the state changed");
         }
         Err(why) => {
+            let why = why.to_string();
             assert!(!why.trim().is_empty());
             assert!(why.len() <= 8 * data.len() + 500, "{why}");
         }
