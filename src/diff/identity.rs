@@ -41,9 +41,12 @@ pub enum Identity {
     /// nodes that claim it the one named like it keeps it (else the first listed). A copied
     /// UUID cannot hide a node.
     Claims(usize),
-    /// It lists a system UUID or provider ID, but neither is a VM of the cluster.
+    /// It lists a system UUID or provider ID of a kind that names the cluster's VMs (some
+    /// node's does), but neither is a VM of the cluster.
     Foreign,
-    /// It lists neither (an `-o name` command, or an empty system UUID).
+    /// It lists neither (an `-o name` command, or an empty system UUID), or only of a kind
+    /// that names none of the cluster's VMs: system UUIDs that are not CloudStack's UUIDs (as
+    /// on VMware), the bare `external-cloudstack` of cloud provider releases that set no id.
     Unlisted,
 }
 
@@ -66,6 +69,28 @@ pub fn identify(nodes: &[Node], vms: &[(&str, &str)]) -> Vec<Identity> {
             })
         })
         .collect();
+    // Each kind of identity counts where it works in this cluster: system UUIDs where some
+    // node's names a VM of the cluster (KVM, not VMware), provider IDs where some node's does
+    // (after an upgrade of the cloud provider, a cluster can hold both kinds of node).
+    let uuids_work = nodes
+        .iter()
+        .any(|n| n.system_uuid.as_deref().and_then(lookup).is_some());
+    let providers_work = nodes.iter().any(|n| {
+        n.provider_id
+            .as_deref()
+            .and_then(provider_vm_id)
+            .and_then(lookup)
+            .is_some()
+    });
+    let lists_working = |node: &Node| {
+        (uuids_work && node.system_uuid.is_some())
+            || (providers_work
+                && node
+                    .provider_id
+                    .as_deref()
+                    .and_then(provider_vm_id)
+                    .is_some())
+    };
     let named_like =
         |i: usize, k: usize| host_label(&nodes[i].name) == vms[k].1.to_ascii_lowercase();
     let mut holder: HashMap<usize, usize> = HashMap::new();
@@ -91,7 +116,7 @@ pub fn identify(nodes: &[Node], vms: &[(&str, &str)]) -> Vec<Identity> {
         .map(|(i, (node, claim))| match *claim {
             Some(k) if holder.get(&k) == Some(&i) => Identity::Is(k),
             Some(k) => Identity::Claims(k),
-            None if node.system_uuid.is_some() || node.provider_id.is_some() => Identity::Foreign,
+            None if lists_working(node) => Identity::Foreign,
             None => Identity::Unlisted,
         })
         .collect()
@@ -173,8 +198,45 @@ mod tests {
                 Some("cloudstack:///elsewhere"),
             ),
             node("web-node-3", None, Some("kind://docker/kind/web-node-3")),
+            // Both kinds name a VM of this cluster here.
+            node("x", Some(V2), Some(&format!("cloudstack:///{V2}"))),
         ];
-        assert_eq!(identify(&nodes, &VMS), [Unlisted, Foreign, Foreign]);
+        assert_eq!(identify(&nodes, &VMS), [Unlisted, Foreign, Foreign, Is(1)]);
+        // Where no node's identity names a VM of the cluster, none is judged by it.
+        assert_eq!(identify(&nodes[..3], &VMS), [Unlisted, Unlisted, Unlisted]);
+    }
+
+    /// After an upgrade of the cloud provider: the control node by its provider ID
+    /// (`external-cloudstack://<uuid>`), the workers with the bare `external-cloudstack` and
+    /// VMware system UUIDs, which name no VM of the cluster. System UUIDs do not work here, so
+    /// the workers list nothing that counts, and are matched by name.
+    #[test]
+    fn each_kind_of_identity_counts_only_where_it_names_the_clusters_vms() {
+        let vmware = "4230b1d7-0000-0000-0000-000000000000";
+        let nodes = [
+            node(
+                "web-control",
+                Some(vmware),
+                Some(&format!("external-cloudstack://{V1}")),
+            ),
+            node(
+                "web-node-2",
+                Some("4230b1d7-1111-0000-0000-000000000000"),
+                Some("external-cloudstack"),
+            ),
+            node(
+                "planted",
+                Some("4230b1d7-2222-0000-0000-000000000000"),
+                Some("external-cloudstack"),
+            ),
+            // A provider ID of the working kind that names no VM is foreign.
+            node(
+                "other",
+                None,
+                Some("external-cloudstack://4230b1d7-3333-0000-0000-000000000000"),
+            ),
+        ];
+        assert_eq!(identify(&nodes, &VMS), [Is(0), Unlisted, Unlisted, Foreign]);
     }
 
     #[test]

@@ -157,11 +157,15 @@ fn columns_line(line: &str) -> Option<Node> {
                 .to_ascii_lowercase(),
         ),
     };
-    // A provider ID is `<provider>://<path>`; requiring the `://` keeps a banner line of the
-    // right word count from passing for a node.
+    // A provider ID is `<provider>://<path>`, or one of the bare names of cloud provider
+    // releases that set no id; requiring either keeps a banner line of the right word count
+    // from passing for a node.
     let provider_id = match provider {
         NONE => None,
-        id => Some(plain(id, MAX_PROVIDER_ID_LEN).filter(|id| id.contains("://"))?),
+        id => Some(
+            plain(id, MAX_PROVIDER_ID_LEN)
+                .filter(|id| id.contains("://") || BARE_PROVIDER_IDS.contains(id))?,
+        ),
     };
     Some(Node {
         name,
@@ -170,6 +174,11 @@ fn columns_line(line: &str) -> Option<Node> {
         ready,
     })
 }
+
+/// Provider IDs without a VM id: apache/cloudstack-kubernetes-provider v1.1.0 and v1.1.1 set
+/// the bare provider name (`external-cloudstack`); v1.0.0 and v1.2.0 on (PR 85) set
+/// `external-cloudstack://<vm uuid>`, the Cluster API provider `cloudstack:///<vm uuid>`.
+const BARE_PROVIDER_IDS: [&str; 2] = ["external-cloudstack", "cloudstack"];
 
 /// `field` if it is at most `max` printable ASCII characters.
 fn plain(field: &str, max: usize) -> Option<&str> {
@@ -310,6 +319,26 @@ manual.k8s.example.com    True      ec2d4a8e-1111-2222-3333-444455556666   exter
                 Readiness::Ready
             )])
         );
+    }
+
+    /// The cloud provider's v1.1.x set the bare provider name: a node, with no VM id in it. A
+    /// bare word that is no provider's name is not a provider ID.
+    #[test]
+    fn reads_the_bare_provider_id_of_cloud_provider_releases_that_set_no_id() {
+        let out =
+            "web-node-1   True   4230B1D7-0000-0000-0000-000000000000   external-cloudstack\n";
+        assert_eq!(
+            parse_nodes(out),
+            Ok(vec![with_ready(
+                node(
+                    "web-node-1",
+                    Some("4230b1d7-0000-0000-0000-000000000000"),
+                    Some("external-cloudstack")
+                ),
+                Readiness::Ready
+            )])
+        );
+        assert_eq!(parse_nodes("no resources found\n").unwrap_err().line, 1);
     }
 
     /// A doubled `Ready` condition prints as `False,True`: not one status, so not a node list.

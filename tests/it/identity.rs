@@ -186,3 +186,75 @@ async fn a_world_whose_uuids_match_no_vm_is_compared_by_names_as_before() {
     assert_eq!(run.code, 1, "{run:?}");
     assert_eq!(findings(&by_name), findings(&by_uuid));
 }
+
+/// The cloud provider's releases v1.1.0 and v1.1.1 set the bare provider ID
+/// `external-cloudstack` (no VM id). On a hypervisor whose system UUIDs are not the VMs', the
+/// listing is compared by names and a planted node is found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bare_provider_ids_on_vmware_are_compared_by_names_and_a_planted_node_is_found() {
+    let mut world = world_now();
+    world.hypervisor = "VMware".into();
+    let owner = world.admin();
+    let id = world.add_cluster("web", owner, 1, 2, 0);
+    let mut cloud = TestCloud::start(world).await;
+    cloud.control_node(&id).await;
+    let mut nodes = cloud.node_objects(&id);
+    for node in &mut nodes {
+        node.provider_id = Some("external-cloudstack".into());
+    }
+    let mut planted = FakeNode::with_uuid("planted-node", "4230B1D7-0000-0000-0000-00000000beef");
+    planted.provider_id = Some("external-cloudstack".into());
+    nodes.push(planted);
+    cloud.node(&id).kube.set_node_objects(nodes);
+
+    let (run, report) = cloud.check_json(&["--no-notify"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(report["clusters"][0]["status"], "checked", "{report}");
+    assert_eq!(
+        findings(&report)
+            .into_iter()
+            .map(|(_, key, _)| key)
+            .collect::<Vec<_>>(),
+        ["node_without_vm:planted-node".to_string()]
+    );
+}
+
+/// After an upgrade of the cloud provider, the control node is identified by its provider ID
+/// (`external-cloudstack://<vm uuid>`, v1.2.0 on) while the workers still carry the bare
+/// string and VMware system UUIDs: each node is judged by what works in its cluster, and the
+/// workers, named like their VMs, are their VMs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_of_both_provider_id_forms_has_no_false_finding() {
+    let mut world = world_now();
+    world.hypervisor = "VMware".into();
+    let owner = world.admin();
+    let id = world.add_cluster("web", owner, 1, 2, 0);
+    let mut cloud = TestCloud::start(world).await;
+    cloud.control_node(&id).await;
+    let vms = vms(&cloud, &id);
+    let mut nodes = cloud.node_objects(&id);
+    nodes[0].provider_id = Some(format!("external-cloudstack://{}", vms[0].0));
+    for node in &mut nodes[1..] {
+        node.provider_id = Some("external-cloudstack".into());
+    }
+    cloud.node(&id).kube.set_node_objects(nodes.clone());
+
+    let (run, report) = cloud.check_json(&["--no-notify"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(findings(&report), vec![]);
+
+    // A node named like no VM, with a VMware UUID and the bare string, is still no VM.
+    let mut planted = FakeNode::with_uuid("planted-node", "4230B1D7-0000-0000-0000-00000000beef");
+    planted.provider_id = Some("external-cloudstack".into());
+    nodes.push(planted);
+    cloud.node(&id).kube.set_node_objects(nodes);
+    let (run, report) = cloud.check_json(&["--no-notify"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        findings(&report)
+            .into_iter()
+            .map(|(_, key, _)| key)
+            .collect::<Vec<_>>(),
+        ["node_without_vm:planted-node".to_string()]
+    );
+}
