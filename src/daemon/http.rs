@@ -40,6 +40,9 @@ pub struct Health {
     pub running_since: Option<Instant>,
     /// Another instance holds the database lock: this one waits, and that is healthy.
     pub standby: bool,
+    /// This instance holds the lock on a Galera node or a replica, described: the lock
+    /// excludes only instances connected to that server.
+    pub lock_node: Option<String>,
 }
 
 /// How long after its reference point (the last success, or when checking started) a
@@ -52,8 +55,18 @@ fn secs(d: Duration) -> String {
     format!("{:.1}s", d.as_secs_f64())
 }
 
-/// `Ok(text)` for 200, `Err(reason)` for 503; both one line.
+/// `Ok(text)` for 200, `Err(reason)` for 503; both one line, ending with the node the lock
+/// is local to, if it is.
 pub fn health(h: &Health, now: Instant) -> Result<String, String> {
+    let verdict = cycle_health(h, now);
+    let Some(node) = h.lock_node.as_ref().filter(|_| h.enabled && !h.standby) else {
+        return verdict;
+    };
+    let with_node = |text: String| format!("{text}; the lock is local to {node}");
+    verdict.map(with_node).map_err(with_node)
+}
+
+fn cycle_health(h: &Health, now: Instant) -> Result<String, String> {
     if !h.enabled {
         return Ok("ok: checking is disabled (check.enabled = false)".into());
     }
@@ -434,7 +447,44 @@ mod tests {
             last_failure: None,
             running_since: None,
             standby: false,
+            lock_node: None,
         }
+    }
+
+    #[test]
+    fn an_active_instance_names_the_node_its_lock_is_local_to() {
+        let now = Instant::now();
+        let node = "Galera node node1 of cluster cloud, 3 nodes".to_string();
+        let mut h = Health {
+            lock_node: Some(node),
+            ..state(now, Duration::from_secs(1))
+        };
+        assert_eq!(
+            health(&h, now),
+            Ok(
+                "ok: checking started 1.0s ago, no successful cycle yet; the lock is local to \
+                Galera node node1 of cluster cloud, 3 nodes"
+                    .into()
+            )
+        );
+        h.since = now - 20 * MIN;
+        let failing = health(&h, now).unwrap_err();
+        assert!(
+            failing.ends_with("; the lock is local to Galera node node1 of cluster cloud, 3 nodes"),
+            "{failing}"
+        );
+        // A standby holds no lock; with checking off, nothing is said of it.
+        h.standby = true;
+        assert_eq!(
+            health(&h, now),
+            Ok("standby: another instance holds the lock in the CloudStack database".into())
+        );
+        h.standby = false;
+        h.enabled = false;
+        assert_eq!(
+            health(&h, now),
+            Ok("ok: checking is disabled (check.enabled = false)".into())
+        );
     }
 
     #[test]

@@ -17,12 +17,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::cloudstack::client::Client;
 use crate::database::lock::Role;
+use crate::database::topology::Node;
 use crate::diff::MismatchKind;
 use crate::engine::Tick;
 use crate::engine::cycle::{ClusterStatus, MapSource};
 use help::{
     API_REQUESTS_TOTAL, BLIND_SECONDS, CLUSTERS, CYCLES_TOTAL, IGNORED_FINDINGS,
-    LOCK_HELD_ELSEWHERE, MAP_READS_TOTAL, NOTIFICATIONS_TOTAL, ROLE, STORM, STORM_HELD_FINDINGS,
+    LOCK_HELD_ELSEWHERE, LOCK_NODE_INFO, MAP_READS_TOTAL, NOTIFICATIONS_TOTAL, ROLE, STORM,
+    STORM_HELD_FINDINGS,
 };
 
 /// The `Content-Type` of the exposition.
@@ -131,6 +133,8 @@ pub struct Metrics {
     active: AtomicBool,
     /// The lock keeper's flag: another database user's connection holds the lock.
     held_elsewhere: std::sync::OnceLock<std::sync::Arc<AtomicBool>>,
+    /// The server this instance holds the lock on: kind, node name, Galera cluster.
+    lock_node: Mutex<Option<[String; 3]>>,
     notifications_pending: AtomicU64,
     /// `f64` bits; NaN until the first tick ends.
     cycle_duration: AtomicU64,
@@ -165,6 +169,7 @@ impl Metrics {
             check_enabled: AtomicBool::new(check_enabled),
             active: AtomicBool::new(true),
             held_elsewhere: std::sync::OnceLock::new(),
+            lock_node: Mutex::new(None),
             notifications_pending: AtomicU64::new(0),
             cycle_duration: AtomicU64::new(f64::NAN.to_bits()),
             last_success: AtomicU64::new(0f64.to_bits()),
@@ -179,6 +184,17 @@ impl Metrics {
 
     pub fn set_role(&self, role: Role) {
         self.active.store(role == Role::Active, Ordering::Relaxed);
+    }
+
+    /// The server the lock is held on, while it is (`None` otherwise, or when unknown).
+    pub fn set_lock_node(&self, node: Option<&Node>) {
+        *lock(&self.lock_node) = node.map(|n| {
+            [
+                n.kind.as_str().to_string(),
+                n.name.clone(),
+                n.cluster.clone().unwrap_or_default(),
+            ]
+        });
     }
 
     /// Shows the lock keeper's `held_elsewhere` flag (see `database::lock::Lock`).
@@ -292,6 +308,17 @@ impl Metrics {
             &[],
             u64::from(elsewhere),
         );
+
+        let name = "cks_drift_database_lock_node_info";
+        header(out, name, "gauge", LOCK_NODE_INFO);
+        if let Some([kind, node, cluster]) = &*lock(&self.lock_node) {
+            let labels = [
+                ("kind", kind.as_str()),
+                ("node", node),
+                ("cluster", cluster),
+            ];
+            sample(out, name, &labels, 1);
+        }
     }
 
     /// How the cycles went: where the map was read, outcomes, the last one's duration and

@@ -113,7 +113,8 @@ where
     } = parts;
     let started = Instant::now();
     // The keeper may have taken the lock already; later changes come through `roles`.
-    let initial_role = roles.as_ref().map(|r| r.borrow().role);
+    let initial = roles.as_ref().map(|r| r.borrow().clone());
+    let initial_role = initial.as_ref().map(|t| t.role);
     let metrics = Metrics::new(config.check.enabled);
     engine.take_over(None, &metrics);
     let shared = Arc::new(Shared {
@@ -126,10 +127,12 @@ where
             last_failure: None,
             running_since: None,
             standby: initial_role == Some(Role::Standby),
+            lock_node: initial.as_ref().and_then(local_node),
         }),
     });
-    if let Some(role) = initial_role {
-        shared.metrics.set_role(role);
+    if let Some(term) = &initial {
+        shared.metrics.set_role(term.role);
+        shared.metrics.set_lock_node(term.node.as_deref());
     }
     if let Some(flag) = held_elsewhere {
         shared.metrics.follow_lock_holder(flag);
@@ -224,12 +227,21 @@ enum Event<E> {
     Role(Term),
 }
 
+/// What `/healthz` says of the server the lock is held on: only a Galera node or a replica,
+/// where the lock excludes no instance connected elsewhere.
+fn local_node(term: &Term) -> Option<String> {
+    term.node
+        .as_ref()
+        .filter(|n| term.role == Role::Active && n.is_local())
+        .map(|n| n.to_string())
+}
+
 /// The next change of role; never, without a lock (or once its keeper is gone).
 async fn next_role(roles: &mut Option<tokio::sync::watch::Receiver<Term>>) -> Term {
     if let Some(r) = roles
         && r.changed().await.is_ok()
     {
-        return *r.borrow_and_update();
+        return r.borrow_and_update().clone();
     }
     std::future::pending().await
 }
@@ -296,10 +308,12 @@ where
     /// may have been gone for a while); a standby starts no tick, and says so on `/healthz`.
     fn change_role(&mut self, term: Term) {
         self.shared.metrics.set_role(term.role);
+        self.shared.metrics.set_lock_node(term.node.as_deref());
         let now = Instant::now();
         {
             let mut health = self.shared.health();
             health.standby = term.role == Role::Standby;
+            health.lock_node = local_node(&term);
             if term.role == Role::Active {
                 health.since = now;
             }

@@ -6,6 +6,10 @@
 //! The holder is `Active`: it runs cycles and sends notifications, and confirms it still holds
 //! the lock before each. The others are `Standby` and ask again every `lock_interval`. A
 //! lost or doubtful connection makes the holder a standby at once.
+//!
+//! The lock is the server's alone: on a Galera node or a replica it excludes only the
+//! instances connected to that same server. Each time it is taken, the server is read
+//! (`topology`) and, if so, an instance says so.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,7 +20,8 @@ use tokio::sync::{Mutex, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::messages::LOCK_UNASKED;
+use super::messages::{LOCK_REFUSED, LOCK_UNASKED, PXC_REFUSAL, lock_is_local, wsrep_refusal};
+use super::topology::{self, Node};
 use super::{Database, DbError};
 
 /// The lock's name: per database, so that two clouds on one server do not exclude each other
@@ -43,10 +48,43 @@ impl Role {
 
 /// The role, and how many times this instance has taken the lock (each time is a takeover of
 /// what another instance may have reported meanwhile).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Term {
     pub role: Role,
     pub taken: u64,
+    /// While active: the server the lock was taken on, when it could be read.
+    pub node: Option<Arc<Node>>,
+}
+
+/// The server refuses `GET_LOCK` itself, by a setting or a release: asking again changes
+/// nothing until an operator does.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LockRefusal {
+    /// MariaDB's error 1235 (42000) "This version of MariaDB doesn't yet support 'GET_LOCK in
+    /// cluster (WSREP_ON=ON)'" (MDEV-30473), with the server's version.
+    #[error("{}", wsrep_refusal(*.version))]
+    Wsrep { version: (u16, u16, u16) },
+    /// Percona XtraDB Cluster with `pxc_strict_mode = ENFORCING`.
+    #[error("{PXC_REFUSAL}")]
+    PxcStrictMode,
+}
+
+impl LockRefusal {
+    /// The refusal a server error is, if it is one: told by its code and by its text naming
+    /// `GET_LOCK` (the same code has other causes).
+    pub fn of(code: u16, message: &str, version: (u16, u16, u16)) -> Option<LockRefusal> {
+        let upper = message.to_ascii_uppercase();
+        if !upper.contains("GET_LOCK") {
+            return None;
+        }
+        if code == 1235 && upper.contains("WSREP") {
+            Some(LockRefusal::Wsrep { version })
+        } else if upper.contains("PXC_STRICT_MODE") {
+            Some(LockRefusal::PxcStrictMode)
+        } else {
+            None
+        }
+    }
 }
 
 /// Who holds the lock, as a standby that did not get it sees it.
@@ -94,6 +132,7 @@ impl Lock {
         let (term, _) = watch::channel(Term {
             role: Role::Standby,
             taken: 0,
+            node: None,
         });
         Arc::new(Lock {
             db,
@@ -107,7 +146,13 @@ impl Lock {
 
     /// The role and term now.
     pub fn term(&self) -> Term {
-        *self.term.borrow()
+        self.term.borrow().clone()
+    }
+
+    /// The server this instance holds the lock on (`None` when it does not, or when that
+    /// server could not be read).
+    pub fn node(&self) -> Option<Arc<Node>> {
+        self.term.borrow().node.clone()
     }
 
     /// Who held the lock at this instance's last attempt that did not get it.
@@ -161,8 +206,16 @@ impl Lock {
             )
             .await?;
         if got.first() == Some(&Some(1)) {
+            // What the lock excludes depends on the server: read once per taking.
+            let node = match topology::read(&self.db, &mut conn).await {
+                Ok(node) => Some(Arc::new(node)),
+                Err(e) => {
+                    debug!(error = %e, "cannot tell what kind of server holds the lock");
+                    None
+                }
+            };
             *guard = Some(conn);
-            self.set(Role::Active);
+            self.set(Role::Active, node);
             Ok(true)
         } else {
             let holder = self.holder_on(&mut conn).await;
@@ -217,13 +270,13 @@ impl Lock {
             Ok(_) => {
                 warn!("the database says this instance no longer holds the lock");
                 *guard = None;
-                self.set(Role::Standby);
+                self.set(Role::Standby, None);
                 false
             }
             Err(e) => {
                 warn!(error = %e, "cannot confirm the lock; its connection is closed");
                 *guard = None;
-                self.set(Role::Standby);
+                self.set(Role::Standby, None);
                 false
             }
         }
@@ -242,22 +295,38 @@ impl Lock {
                 )
                 .await;
             let _ = tokio::time::timeout(Duration::from_secs(1), conn.disconnect()).await;
-            self.set(Role::Standby);
+            self.set(Role::Standby, None);
             info!("the lock is released");
         }
     }
 
-    fn set(&self, role: Role) {
+    fn set(&self, role: Role, node: Option<Arc<Node>>) {
         self.term.send_if_modified(|t| {
             if t.role == role {
                 return false;
             }
             t.role = role;
+            t.node = node;
             if role == Role::Active {
                 t.taken += 1;
             }
             true
         });
+    }
+
+    /// Says that this instance holds the lock, on which server, and warns when the lock
+    /// excludes only the instances connected to that server (a Galera node, a replica).
+    pub fn announce_active(&self) {
+        let node = self.node();
+        let shown = node.as_ref().map_or("?".to_string(), |n| n.to_string());
+        info!(
+            database = %self.db.address(),
+            node = %shown,
+            "this instance holds the lock: it checks and notifies"
+        );
+        if let Some(node) = node.filter(|n| n.is_local()) {
+            warn_local(&node);
+        }
     }
 
     /// Follows who holds the lock while this instance stands by: once another database user's
@@ -307,10 +376,7 @@ impl Lock {
                     Ok(true) => {
                         unreachable = false;
                         announced_standby = false;
-                        info!(
-                            database = %self.db.address(),
-                            "this instance holds the lock: it checks and notifies"
-                        );
+                        self.announce_active();
                     }
                     Ok(false) => {
                         if unreachable {
@@ -326,10 +392,7 @@ impl Lock {
                         if unreachable {
                             debug!(error = %e, "the lock cannot be asked for");
                         } else {
-                            warn!(
-                                error = %e,
-                                "{LOCK_UNASKED}"
-                            );
+                            warn_unasked(&e);
                             unreachable = true;
                         }
                     }
@@ -342,5 +405,115 @@ impl Lock {
             }
         }
         self.release().await;
+    }
+}
+
+/// The warning of a lock that is local to one node or replica, naming it.
+pub fn warn_local(node: &Node) {
+    warn!(
+        node = %node.name,
+        kind = node.kind.as_str(),
+        "{}",
+        lock_is_local(node)
+    );
+}
+
+/// The warning of a lock that could not be asked for: the server's refusal with its cause
+/// and fix, or an outage.
+fn warn_unasked(e: &DbError) {
+    match e {
+        DbError::LockRefused { .. } => warn!(error = %e, "{LOCK_REFUSED}"),
+        _ => warn!(error = %e, "{LOCK_UNASKED}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// MariaDB 10.11.3's answer under wsrep (its test result file `galera_locks_funcs`).
+    const WSREP_1235: &str =
+        "This version of MariaDB doesn't yet support 'GET_LOCK in cluster (WSREP_ON=ON)'";
+
+    #[test]
+    fn a_wsrep_refusal_names_its_cause_and_the_release_to_upgrade_to() {
+        let refusal = LockRefusal::of(1235, WSREP_1235, (10, 11, 3));
+        assert_eq!(
+            refusal,
+            Some(LockRefusal::Wsrep {
+                version: (10, 11, 3)
+            })
+        );
+        let text = refusal.unwrap().to_string();
+        for part in [
+            "MariaDB 10.11.3 refuses GET_LOCK while wsrep_on = ON",
+            "MDEV-30473",
+            "10.4.29, 10.5.20, 10.6.13, 10.9.6, 10.10.4 and 10.11.3",
+            "MDEV-31325",
+            "Upgrade MariaDB to 10.11.4 or later",
+            "remove [database] and run a single instance",
+        ] {
+            assert!(text.contains(part), "{part:?} not in {text}");
+        }
+        let other = LockRefusal::of(1235, WSREP_1235, (10, 6, 13)).unwrap();
+        assert!(other.to_string().contains("to 10.6.14 or later"), "{other}");
+        // A version outside the known list still gets a way out.
+        let unknown = LockRefusal::of(1235, WSREP_1235, (11, 0, 1)).unwrap();
+        assert!(
+            unknown
+                .to_string()
+                .contains("to the next release of its series or later"),
+            "{unknown}"
+        );
+    }
+
+    #[test]
+    fn the_whole_error_carries_the_servers_words_and_the_fix() {
+        let e = DbError::LockRefused {
+            what: "the lock request",
+            reason: format!("error 1235 (42000): {WSREP_1235}"),
+            refusal: LockRefusal::Wsrep {
+                version: (10, 6, 13),
+            },
+        };
+        let text = e.to_string();
+        assert!(
+            text.starts_with(
+                "the database refused the lock request: error 1235 (42000): This version of \
+                 MariaDB doesn't yet support 'GET_LOCK in cluster (WSREP_ON=ON)'. MariaDB 10.6.13 \
+                 refuses GET_LOCK"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn percona_strict_mode_is_told_by_its_words() {
+        let pxc = "Percona-XtraDB-Cluster prohibits use of GET_LOCK with pxc_strict_mode = \
+                   ENFORCING";
+        let refusal = LockRefusal::of(1105, pxc, (8, 0, 36));
+        assert_eq!(refusal, Some(LockRefusal::PxcStrictMode));
+        assert!(
+            refusal
+                .unwrap()
+                .to_string()
+                .contains("set pxc_strict_mode to PERMISSIVE"),
+        );
+    }
+
+    #[test]
+    fn other_errors_are_no_refusal_of_the_lock() {
+        // The same code for another unsupported feature.
+        let other =
+            "This version of MariaDB doesn't yet support 'LIMIT & IN/ALL/ANY/SOME subquery'";
+        assert_eq!(LockRefusal::of(1235, other, (10, 11, 3)), None);
+        assert_eq!(
+            LockRefusal::of(1142, "SELECT command denied to user", (10, 11, 3)),
+            None
+        );
+        assert_eq!(
+            LockRefusal::of(1105, "GET_LOCK failed for an unknown reason", (10, 11, 3)),
+            None
+        );
     }
 }

@@ -2,13 +2,15 @@
 //! rows the API hides) and a named lock, so that one of several instances checks at a time.
 //!
 //! Only `SELECT`s are sent, on `kubernetes_cluster`, `kubernetes_cluster_vm_map`,
-//! `vm_instance` and `information_schema.COLUMNS`, plus the lock functions. Every query has a
+//! `vm_instance` and `information_schema.COLUMNS`, plus the lock functions and, once the lock
+//! is taken, `SHOW GLOBAL VARIABLES` and `SHOW GLOBAL STATUS` of a few names. Every query has a
 //! deadline; a failure is an error for the caller to fall back on the API, never a guess.
 
 pub mod lock;
 pub mod map;
 mod messages;
 pub mod schema;
+pub mod topology;
 pub mod vms;
 
 use std::collections::HashSet;
@@ -18,6 +20,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder, SslOpts};
 
 use crate::config::DatabaseSettings;
+pub use messages::lock_is_local;
 
 /// Why the database could not be used. The texts never hold the password.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +42,12 @@ pub enum DbError {
     },
     #[error("the database refused {what}: {reason}")]
     Query { what: &'static str, reason: String },
+    #[error("the database refused {what}: {reason}. {refusal}")]
+    LockRefused {
+        what: &'static str,
+        reason: String,
+        refusal: lock::LockRefusal,
+    },
     #[error(transparent)]
     Schema(#[from] schema::SchemaError),
     #[error("{what} gave more than {max} rows; this cycle reads them through the API")]
@@ -164,10 +173,23 @@ impl Database {
                 what,
                 within: self.query_timeout,
             }),
-            Ok(Err(e)) => Err(DbError::Query {
-                what,
-                reason: driver_error(&e),
-            }),
+            Ok(Err(e)) => {
+                let reason = driver_error(&e);
+                let refusal = match &e {
+                    mysql_async::Error::Server(s) => {
+                        lock::LockRefusal::of(s.code, &s.message, conn.server_version())
+                    }
+                    _ => None,
+                };
+                Err(match refusal {
+                    Some(refusal) => DbError::LockRefused {
+                        what,
+                        reason,
+                        refusal,
+                    },
+                    None => DbError::Query { what, reason },
+                })
+            }
             Ok(Ok(folded)) => Ok(folded),
         }
     }

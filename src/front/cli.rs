@@ -204,7 +204,12 @@ async fn check(path: &std::path::Path, format: Format, no_notify: bool) -> i32 {
     if let (Some(settings), false) = (&config.database, no_notify) {
         let lock = Lock::new(Database::new(settings), settings.lock_interval);
         match lock.try_acquire().await {
-            Ok(true) => engine.lock = Some(lock),
+            Ok(true) => {
+                if let Some(node) = lock.node().filter(|n| n.is_local()) {
+                    crate::database::lock::warn_local(&node);
+                }
+                engine.lock = Some(lock);
+            }
             Ok(false) => {
                 return fail(
                     "another cks-drift instance holds the lock in the CloudStack database and \

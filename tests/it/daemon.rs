@@ -259,7 +259,7 @@ fn sample(text: &str, series: &str) -> f64 {
 }
 
 /// `promtool check metrics` must be silent and exit 0.
-fn promtool(text: &str) {
+pub(crate) fn promtool(text: &str) {
     let mut child = Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())

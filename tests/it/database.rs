@@ -13,10 +13,10 @@ use cks_drift_sim::mariadb::{PrivateMariaDb, Schema};
 use crate::support::cloud::{TestCloud, binary, mismatches, one_cluster, world_now};
 
 /// Long enough for a few cycles of a small cloud.
-const SOON: Duration = Duration::from_secs(30);
+pub(crate) const SOON: Duration = Duration::from_secs(30);
 
 /// Points the cloud's config at `db` (its password in a file), asking for the lock often.
-fn use_database(cloud: &mut TestCloud, db: &PrivateMariaDb) {
+pub(crate) fn use_database(cloud: &mut TestCloud, db: &PrivateMariaDb) {
     let password = cloud.dir.path().join("db_password");
     std::fs::write(&password, db.password()).unwrap();
     cloud.extra.push_str(&format!(
@@ -27,7 +27,7 @@ fn use_database(cloud: &mut TestCloud, db: &PrivateMariaDb) {
 }
 
 /// The database rewritten from the fake CloudStack's world: both describe one cloud.
-fn mirror(cloud: &TestCloud, db: &PrivateMariaDb) {
+pub(crate) fn mirror(cloud: &TestCloud, db: &PrivateMariaDb) {
     cloud.sim().with_world(|w| db.mirror(w));
 }
 
@@ -281,16 +281,16 @@ async fn a_database_that_fails_for_a_cycle_invents_resolves_and_loses_nothing() 
 }
 
 /// A `cks-drift run` instance: one management server's.
-struct Instance {
+pub(crate) struct Instance {
     child: Child,
     log: PathBuf,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl Instance {
     /// Starts `run` with the cloud's config, its own state file and HTTP port, and a short
     /// interval.
-    fn start(cloud: &TestCloud, name: &str) -> Instance {
+    pub(crate) fn start(cloud: &TestCloud, name: &str) -> Instance {
         let port = free_port();
         let config = cloud.write_config();
         let text = std::fs::read_to_string(&config).unwrap();
@@ -320,19 +320,19 @@ impl Instance {
         Instance { child, log, port }
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// `/healthz` status and body, or `None` while the endpoint does not answer.
-    async fn health(&self) -> Option<(u16, String)> {
+    pub(crate) async fn health(&self) -> Option<(u16, String)> {
         let r = reqwest::get(format!("http://127.0.0.1:{}/healthz", self.port))
             .await
             .ok()?;
         Some((r.status().as_u16(), r.text().await.ok()?))
     }
 
-    async fn role(&self) -> Option<&'static str> {
+    pub(crate) async fn role(&self) -> Option<&'static str> {
         let text = reqwest::get(format!("http://127.0.0.1:{}/metrics", self.port))
             .await
             .ok()?
@@ -369,7 +369,7 @@ fn free_port() -> u16 {
 }
 
 /// Polls `cond` every 100 ms until it holds, or panics naming `what`.
-async fn wait_for<F, Fut>(what: &str, within: Duration, logs: &[&Instance], mut cond: F)
+pub(crate) async fn wait_for<F, Fut>(what: &str, within: Duration, logs: &[&Instance], mut cond: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -541,7 +541,7 @@ async fn a_check_that_loses_the_lock_mid_cycle_sends_nothing() {
 }
 
 /// `validate-config --connect` with the cloud's config: its standard output.
-async fn validate(cloud: &TestCloud) -> (i32, Vec<String>) {
+pub(crate) async fn validate(cloud: &TestCloud) -> (i32, Vec<String>) {
     let config = cloud.write_config();
     let out = tokio::process::Command::new(binary())
         .args(["validate-config", "-c"])

@@ -12,6 +12,7 @@ mod dedupe;
 mod explain;
 mod fairness;
 mod fake_cloudstack;
+mod galera;
 mod hardening;
 mod identity;
 mod ignore;

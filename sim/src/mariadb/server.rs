@@ -27,12 +27,36 @@ const PING_INTERVAL: Duration = Duration::from_millis(50);
 /// bind failed is tried again on a new port this many times in all.
 const START_ATTEMPTS: usize = 5;
 
+/// How long a starting Galera node may take to say `wsrep_ready = ON` after it answers.
+const GALERA_READY_DEADLINE: Duration = Duration::from_secs(30);
+
+/// The `wsrep_cluster_name` of a [`PrivateMariaDb::start_galera`] server.
+pub const GALERA_CLUSTER: &str = "cksdrift-test";
+/// Its `wsrep_node_name`.
+pub const GALERA_NODE: &str = "cksdrift-node1";
+
+/// Where the Galera provider library is: Debian's `galera-4`, then the RPM distributions'.
+const GALERA_PROVIDERS: [&str; 2] = [
+    "/usr/lib/galera/libgalera_smm.so",
+    "/usr/lib64/galera-4/libgalera_smm.so",
+];
+
+/// What makes a server a single-node Galera cluster: the provider and its group
+/// communication (gcomm) port, kept across [`PrivateMariaDb::restart`].
+#[derive(Debug, Clone)]
+struct Galera {
+    provider: PathBuf,
+    port: u16,
+}
+
 /// A MariaDB server of this process's own, with database [`DATABASE`], the three tables of
 /// the chosen [`Schema`] and the read-only account [`READER`]. Dropping it kills the server
 /// and deletes its data.
 pub struct PrivateMariaDb {
     schema: Schema,
     programs: Programs,
+    /// A single-node Galera cluster (`wsrep_on = ON`) rather than a lone server.
+    galera: Option<Galera>,
     port: u16,
     password: String,
     server: Option<Child>,
@@ -50,6 +74,31 @@ impl PrivateMariaDb {
     /// If MariaDB is not installed, or the server does not start within 30 s (the message
     /// carries its error log).
     pub fn start(schema: Schema) -> PrivateMariaDb {
+        PrivateMariaDb::start_with(schema, None)
+    }
+
+    /// Like [`PrivateMariaDb::start`], but the server is the one node of a Galera cluster
+    /// ([`GALERA_CLUSTER`], node [`GALERA_NODE`], `wsrep_on = ON`), its group communication
+    /// on a free loopback port of its own; it is returned once `wsrep_ready` is `ON`.
+    ///
+    /// # Panics
+    /// As [`PrivateMariaDb::start`], and if the Galera provider (Debian: the `galera-4`
+    /// package) is not installed.
+    pub fn start_galera(schema: Schema) -> PrivateMariaDb {
+        let provider = GALERA_PROVIDERS
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| {
+                panic!(
+                    "none of {GALERA_PROVIDERS:?} exists; the Galera tests need the Galera \
+                     provider (Debian: apt-get install galera-4)"
+                )
+            });
+        PrivateMariaDb::start_with(schema, Some(Galera { provider, port: 0 }))
+    }
+
+    fn start_with(schema: Schema, galera: Option<Galera>) -> PrivateMariaDb {
         let programs = Programs::find();
         let dir = tempfile::Builder::new()
             .prefix("cks-drift-mariadb-")
@@ -58,6 +107,7 @@ impl PrivateMariaDb {
         let mut db = PrivateMariaDb {
             schema,
             programs,
+            galera,
             port: 0,
             password: random_password(),
             server: None,
@@ -66,6 +116,9 @@ impl PrivateMariaDb {
         db.install();
         for attempt in 1..=START_ATTEMPTS {
             db.port = free_port();
+            if let Some(galera) = &mut db.galera {
+                galera.port = free_port();
+            }
             // Each attempt's log is read on its own.
             let _ = std::fs::remove_file(db.error_log());
             match db.launch() {
@@ -85,6 +138,11 @@ impl PrivateMariaDb {
 
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// Whether it is a Galera node ([`PrivateMariaDb::start_galera`]).
+    pub fn is_galera(&self) -> bool {
+        self.galera.is_some()
     }
 
     /// Where cks-drift connects, without the password (see [`PrivateMariaDb::password`]).
@@ -261,6 +319,9 @@ impl PrivateMariaDb {
                 "--innodb-flush-log-at-trx-commit=2",
             ])
             .args(server_sizing());
+        if let Some(galera) = &self.galera {
+            cmd.args(galera_args(galera));
+        }
         if running_as_root() {
             cmd.arg("--user=root");
         }
@@ -279,12 +340,34 @@ impl PrivateMariaDb {
                 return Err(self.read_log());
             }
             if self.ping() {
-                return Ok(());
+                return self.wait_until_ready();
             }
             if Instant::now() >= deadline {
                 self.kill();
                 return Err(format!(
                     "no answer within {START_DEADLINE:?}\n{}",
+                    self.read_log()
+                ));
+            }
+            thread::sleep(PING_INTERVAL);
+        }
+    }
+
+    /// A Galera node answers before it has joined its cluster: waits for `wsrep_ready`.
+    fn wait_until_ready(&mut self) -> Result<(), String> {
+        if self.galera.is_none() {
+            return Ok(());
+        }
+        let deadline = Instant::now() + GALERA_READY_DEADLINE;
+        loop {
+            let ready = self.run_root(None, "SHOW GLOBAL STATUS LIKE 'wsrep_ready'");
+            if ready.is_ok_and(|out| out.trim_end().ends_with("ON")) {
+                return Ok(());
+            }
+            if !self.is_running() || Instant::now() >= deadline {
+                self.kill();
+                return Err(format!(
+                    "wsrep_ready did not become ON within {GALERA_READY_DEADLINE:?}\n{}",
                     self.read_log()
                 ));
             }
@@ -366,6 +449,7 @@ impl std::fmt::Debug for PrivateMariaDb {
         f.debug_struct("PrivateMariaDb")
             .field("schema", &self.schema)
             .field("port", &self.port)
+            .field("galera", &self.galera)
             .field("dir", &self.dir.path())
             .field("password", &"<redacted>")
             .finish()
@@ -418,6 +502,25 @@ fn server_sizing() -> [String; 4] {
         "--innodb-log-file-size=16M".to_string(),
         "--skip-log-bin".to_string(),
         "--performance-schema=OFF".to_string(),
+    ]
+}
+
+/// A new cluster of one node (`gcomm://` with no peer bootstraps it), its group communication
+/// on loopback only, with a small write-set cache and the settings Galera requires.
+fn galera_args(galera: &Galera) -> Vec<String> {
+    vec![
+        "--wsrep-on=ON".to_string(),
+        format!("--wsrep-provider={}", galera.provider.display()),
+        "--wsrep-cluster-address=gcomm://".to_string(),
+        format!("--wsrep-cluster-name={GALERA_CLUSTER}"),
+        format!("--wsrep-node-name={GALERA_NODE}"),
+        "--wsrep-node-address=127.0.0.1".to_string(),
+        format!(
+            "--wsrep-provider-options=gmcast.listen_addr=tcp://127.0.0.1:{};gcache.size=16M",
+            galera.port
+        ),
+        "--binlog-format=ROW".to_string(),
+        "--innodb-autoinc-lock-mode=2".to_string(),
     ]
 }
 

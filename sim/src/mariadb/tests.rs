@@ -319,6 +319,45 @@ fn a_killed_server_refuses_connections_and_restarts_with_its_rows_on_its_port() 
     assert_eq!(db.url(), format!("mysql://cksdrift@127.0.0.1:{port}/cloud"));
 }
 
+#[test]
+fn a_galera_node_is_one_synced_node_of_its_cluster_and_restarts_as_one() {
+    let mut db = PrivateMariaDb::start_galera(Schema::Newest);
+    let f = fixture();
+    db.mirror(&f.world);
+    assert!(db.is_galera());
+    let wsrep = "SHOW GLOBAL VARIABLES WHERE Variable_name IN \
+                 ('wsrep_on', 'wsrep_node_name', 'wsrep_cluster_name')";
+    let variables = format!(
+        "wsrep_cluster_name\t{GALERA_CLUSTER}\nwsrep_node_name\t{GALERA_NODE}\nwsrep_on\tON\n"
+    );
+    assert_eq!(db.sql_as_reader(wsrep), Ok(variables.clone()));
+    let status = "SHOW GLOBAL STATUS WHERE Variable_name IN \
+                  ('wsrep_cluster_size', 'wsrep_cluster_status', 'wsrep_ready')";
+    let synced = "wsrep_cluster_size\t1\nwsrep_cluster_status\tPrimary\nwsrep_ready\tON\n";
+    assert_eq!(db.sql_as_reader(status).as_deref(), Ok(synced));
+
+    let port = db.port();
+    db.restart();
+    assert_eq!(db.port(), port);
+    assert_eq!(db.sql_as_reader(wsrep), Ok(variables));
+    assert_eq!(db.sql_as_reader(status).as_deref(), Ok(synced));
+    assert_eq!(
+        db.sql_as_reader("SELECT COUNT(*) FROM vm_instance"),
+        Ok("8\n".to_string())
+    );
+}
+
+/// A lone server has no cluster.
+#[test]
+fn a_lone_server_is_no_galera_node() {
+    let db = PrivateMariaDb::start(Schema::V4_16);
+    assert!(!db.is_galera());
+    assert_eq!(
+        db.sql_as_reader("SHOW GLOBAL VARIABLES LIKE 'wsrep_on'"),
+        Ok("wsrep_on\tOFF\n".to_string())
+    );
+}
+
 /// A world of 10 000 clusters (5 VMs each) and 100 000 other VMs, built by copying
 /// rows rather than through the builders, whose lookups are linear.
 fn large_world() -> World {

@@ -110,6 +110,7 @@ fn shared() -> Arc<Shared> {
             last_failure: None,
             running_since: None,
             standby: false,
+            lock_node: None,
         }),
     })
 }

@@ -47,3 +47,10 @@ pub const LOCK_HELD_ELSEWHERE: &str = "1 while this standby has seen the databas
 /// `cks_drift_role`.
 pub const ROLE: &str = "1 for the role this instance has: active (it checks and notifies; always, \
      without [database]) or standby (another instance holds the lock in the CloudStack database).";
+
+/// `cks_drift_database_lock_node_info`.
+pub const LOCK_NODE_INFO: &str = "1 while this instance holds the database lock, labelled with \
+     the server it holds it on: its kind (server; galera, a Galera node; replica, a replica or a \
+     read-only server), its node name and Galera cluster. On a galera or replica node the lock \
+     excludes only the instances connected to that node: two active instances with different \
+     nodes both alert.";

@@ -157,10 +157,11 @@ fn at(secs: f64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs_f64(secs)
 }
 
-const HEADERS: [(&str, &str); 17] = [
+const HEADERS: [(&str, &str); 18] = [
     ("cks_drift_check_enabled", "gauge"),
     ("cks_drift_role", "gauge"),
     ("cks_drift_lock_held_elsewhere", "gauge"),
+    ("cks_drift_database_lock_node_info", "gauge"),
     ("cks_drift_map_reads_total", "counter"),
     ("cks_drift_cycles_total", "counter"),
     ("cks_drift_cycle_duration_seconds", "gauge"),
@@ -448,6 +449,50 @@ async fn label_values_are_escaped() {
         "{text}"
     );
     promtool(&text).unwrap();
+}
+
+#[test]
+fn the_node_the_lock_is_held_on_is_shown_while_it_is() {
+    use crate::database::topology::Node;
+    let metrics = Metrics::new(true);
+    let galera = Node::from_variables(
+        &[
+            ("hostname", "db1"),
+            ("wsrep_on", "ON"),
+            ("wsrep_node_name", "node\"1"),
+            ("wsrep_cluster_name", "cloud"),
+            ("wsrep_cluster_size", "3"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .into(),
+    );
+    metrics.set_lock_node(Some(&galera));
+    let text = metrics.render();
+    let info = |text: &str| -> Vec<String> {
+        samples(text)
+            .into_iter()
+            .filter(|l| l.starts_with("cks_drift_database_lock_node_info"))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(
+        info(&text),
+        [
+            "cks_drift_database_lock_node_info{kind=\"galera\",node=\"node\\\"1\",\
+             cluster=\"cloud\"} 1"
+        ]
+    );
+    promtool(&text).unwrap();
+    let server = Node::from_variables(&[("hostname".to_string(), "db2".to_string())].into());
+    metrics.set_lock_node(Some(&server));
+    let text = metrics.render();
+    assert_eq!(
+        info(&text),
+        ["cks_drift_database_lock_node_info{kind=\"server\",node=\"db2\",cluster=\"\"} 1"]
+    );
+    promtool(&text).unwrap();
+    metrics.set_lock_node(None);
+    assert_eq!(info(&metrics.render()), Vec::<String>::new());
 }
 
 #[test]

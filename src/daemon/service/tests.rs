@@ -694,6 +694,7 @@ async fn a_standby_runs_no_tick_and_an_instance_that_becomes_active_checks_at_on
     let standby = Term {
         role: Role::Standby,
         taken: 0,
+        node: None,
     };
     let (roles, watched) = tokio::sync::watch::channel(standby);
     let mut h = Harness::start_full(
@@ -708,12 +709,14 @@ async fn a_standby_runs_no_tick_and_an_instance_that_becomes_active_checks_at_on
     roles.send_replace(Term {
         role: Role::Active,
         taken: 1,
+        node: None,
     });
     h.until(11_500).await;
     // Active: a tick at once, then one an interval later. Standby again: none after.
     roles.send_replace(Term {
         role: Role::Standby,
         taken: 1,
+        node: None,
     });
     assert_eq!(h.stop_at(20_000).await, 20_000);
     assert_eq!(

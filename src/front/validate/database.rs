@@ -1,10 +1,12 @@
 //! `validate-config --connect` for `[database]`: the login, the schema and the grants of the
-//! user, the map query, and the lock, each a line of its own naming what failed.
+//! user, the map query, and the lock, each a line of its own naming what failed; and a
+//! warning when the server is a Galera node or a replica, where the lock is that server's alone.
 
 use super::{Finding, Severity};
 use crate::config::DatabaseSettings;
 use crate::database::Database;
 use crate::database::lock::Lock;
+use crate::database::topology;
 
 /// Privileges a `SHOW GRANTS` line may give without a warning: cks-drift only reads.
 fn broader_than_select(grant: &str) -> Option<String> {
@@ -82,27 +84,45 @@ pub async fn connect(settings: &DatabaseSettings) -> Vec<Finding> {
             return out;
         }
     }
+    // What the lock will exclude: read here too, as a standby's lock is not read.
+    let node = topology::read(&db, &mut conn).await;
     let _ = conn.disconnect().await;
     // The lock as an instance takes it, on a connection of its own.
     let lock = Lock::new(db, settings.lock_interval);
+    out.push(lock_step(&lock).await);
+    match node {
+        Ok(node) if node.is_local() => out.push(Finding::warning(
+            "database (lock)",
+            crate::database::lock_is_local(&node),
+        )),
+        Ok(_) => {}
+        Err(e) => out.push(Finding::warning(
+            "database (lock)",
+            format!("cannot tell whether the server is a Galera node or a replica: {e}"),
+        )),
+    }
+    out
+}
+
+/// The lock taken and released, as an instance takes it.
+async fn lock_step(lock: &Lock) -> Finding {
     match lock.try_acquire().await {
         Ok(true) => {
             lock.release().await;
-            out.push(Finding::new(
+            Finding::new(
                 Severity::Ok,
                 "database (lock)",
                 "the lock can be taken and released",
-            ));
+            )
         }
-        Ok(false) => out.push(Finding::new(
+        Ok(false) => Finding::new(
             Severity::Ok,
             "database (lock)",
             "the lock is held by another connection: a running instance checks, and one started \
              with this config would stand by",
-        )),
-        Err(e) => out.push(Finding::error("database (lock)", e.to_string())),
+        ),
+        Err(e) => Finding::error("database (lock)", e.to_string()),
     }
-    out
 }
 
 #[cfg(test)]
