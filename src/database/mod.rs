@@ -9,6 +9,7 @@ pub mod lock;
 pub mod map;
 mod messages;
 pub mod schema;
+pub mod statements;
 pub mod vms;
 
 use std::collections::HashSet;
