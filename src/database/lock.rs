@@ -22,11 +22,7 @@ use tracing::{debug, info, warn};
 
 use super::messages::{LOCK_REFUSED, LOCK_UNASKED, PXC_REFUSAL, lock_is_local, wsrep_refusal};
 use super::topology::{self, Node};
-use super::{Database, DbError};
-
-/// The lock's name: per database, so that two clouds on one server do not exclude each other
-/// (a name is at most 64 characters).
-const LOCK_NAME: &str = "LEFT(CONCAT('cks-drift.', DATABASE()), 64)";
+use super::{Database, DbError, statements};
 
 /// What an instance does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -191,19 +187,12 @@ impl Lock {
             .query(
                 &mut conn,
                 "the lock connection's idle timeout",
-                &format!(
-                    "SET SESSION wait_timeout = {}",
-                    idle_timeout(self.interval).as_secs()
-                ),
+                &statements::lock_idle_timeout(idle_timeout(self.interval).as_secs()),
             )
             .await?;
         let got: Vec<Option<i64>> = self
             .db
-            .query(
-                &mut conn,
-                "the lock request",
-                &format!("SELECT GET_LOCK({LOCK_NAME}, 0)"),
-            )
+            .query(&mut conn, "the lock request", statements::LOCK_TAKE)
             .await?;
         if got.first() == Some(&Some(1)) {
             // What the lock excludes depends on the server: read once per taking.
@@ -231,15 +220,7 @@ impl Lock {
     async fn holder_on(&self, conn: &mut Conn) -> Option<Holder> {
         let rows: Vec<(Option<u64>, i64)> = self
             .db
-            .query(
-                conn,
-                "the lock holder",
-                &format!(
-                    "SELECT IS_USED_LOCK({LOCK_NAME}), \
-                     (SELECT COUNT(*) FROM information_schema.PROCESSLIST \
-                      WHERE ID = IS_USED_LOCK({LOCK_NAME}))"
-                ),
-            )
+            .query(conn, "the lock holder", statements::LOCK_HOLDER)
             .await
             .ok()?;
         match rows.first()? {
@@ -259,11 +240,7 @@ impl Lock {
         };
         let answer: Result<Vec<Option<i64>>, DbError> = self
             .db
-            .query(
-                conn,
-                "the lock check",
-                &format!("SELECT IS_USED_LOCK({LOCK_NAME}) = CONNECTION_ID()"),
-            )
+            .query(conn, "the lock check", statements::LOCK_CHECK)
             .await;
         match answer {
             Ok(rows) if rows.first() == Some(&Some(1)) => true,
@@ -288,11 +265,7 @@ impl Lock {
         if let Some(mut conn) = guard.take() {
             let _: Result<Vec<Option<i64>>, DbError> = self
                 .db
-                .query(
-                    &mut conn,
-                    "the lock release",
-                    &format!("SELECT RELEASE_LOCK({LOCK_NAME})"),
-                )
+                .query(&mut conn, "the lock release", statements::LOCK_RELEASE)
                 .await;
             let _ = tokio::time::timeout(Duration::from_secs(1), conn.disconnect()).await;
             self.set(Role::Standby, None);

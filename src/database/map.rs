@@ -99,21 +99,6 @@ pub struct DbMap {
 /// At most this many map rows in a cycle: beyond, the cycle reads the map through the API.
 pub const MAX_MAP_ROWS: usize = 500_000;
 
-/// The map query: columns every release since 4.16 has (4.14 too). `LIMIT`'s one extra row
-/// tells a cut from a full read.
-fn map_sql() -> String {
-    format!(
-        "SELECT c.uuid, m.vm_id, v.uuid, v.name, v.state, v.removed IS NOT NULL \
-         FROM kubernetes_cluster c \
-         JOIN kubernetes_cluster_vm_map m ON m.cluster_id = c.id \
-         LEFT JOIN vm_instance v ON v.id = m.vm_id \
-         WHERE c.removed IS NULL \
-         ORDER BY m.cluster_id, m.id \
-         LIMIT {}",
-        MAX_MAP_ROWS + 1
-    )
-}
-
 type MapRow = (
     Option<String>,
     u64,
@@ -133,7 +118,7 @@ pub async fn read(db: &Database, conn: &mut Conn, schema: &Schema) -> Result<DbM
         .fold(
             conn,
             "the VM map query",
-            &map_sql(),
+            &super::statements::map(MAX_MAP_ROWS + 1),
             map,
             |mut map, (cluster, vm_id, uuid, name, state, removed): MapRow| {
                 map.rows += 1;

@@ -10,6 +10,7 @@ pub mod lock;
 pub mod map;
 mod messages;
 pub mod schema;
+pub mod statements;
 pub mod topology;
 pub mod vms;
 

@@ -66,15 +66,11 @@ pub enum SchemaError {
     },
 }
 
-/// The columns of the three tables, as `information_schema` shows them to this user (a table
-/// it holds no privilege on is not shown at all).
-const COLUMNS_SQL: &str = "SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS \
-     WHERE TABLE_SCHEMA = DATABASE() \
-     AND TABLE_NAME IN ('kubernetes_cluster', 'kubernetes_cluster_vm_map', 'vm_instance')";
-
 /// Reads and checks the schema.
 pub async fn probe(db: &Database, conn: &mut Conn) -> Result<Schema, DbError> {
-    let rows: Vec<(String, String)> = db.query(conn, "the column list", COLUMNS_SQL).await?;
+    let rows: Vec<(String, String)> = db
+        .query(conn, "the column list", super::statements::COLUMNS)
+        .await?;
     let mut columns: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (table, column) in rows {
         columns

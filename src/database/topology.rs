@@ -12,14 +12,7 @@ use mysql_async::Conn;
 
 use super::{Database, DbError};
 
-/// The variables read: the host, Galera's, and whether the server only reads.
-const VARIABLES: &str = "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('hostname', 'wsrep_on', \
-     'wsrep_node_name', 'wsrep_cluster_name', 'read_only', 'super_read_only')";
-
-/// The status read: Galera's cluster size and whether replication threads run (MariaDB's
-/// `Slave_running` for the default connection, `Slaves_running` for all of them).
-const STATUS: &str = "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_cluster_size', \
-     'Slave_running', 'Slaves_running')";
+use super::statements::{TOPOLOGY_STATUS as STATUS, TOPOLOGY_VARIABLES as VARIABLES};
 
 /// How far the lock reaches, the label `kind` of `cks_drift_database_lock_node_info`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

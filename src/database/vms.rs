@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 
 use mysql_async::Conn;
 
-use super::{Database, DbError};
+use super::{Database, DbError, statements};
 use crate::base::time::Timestamp;
 
 /// At most this many rows of VMs in a cycle: beyond, the cycle reads them through the API
@@ -52,39 +52,10 @@ pub struct DbVms<T> {
     pub rows: usize,
 }
 
-/// Times as the API writes them (CloudStack keeps them in UTC).
-const COLUMNS: &str = "v.uuid, v.name, v.state, \
-     DATE_FORMAT(v.created, '%Y-%m-%dT%H:%i:%s+0000'), \
-     DATE_FORMAT(v.update_time, '%Y-%m-%dT%H:%i:%s+0000'), v.account_id";
-
-/// The owner of every cluster not removed.
-const OWNERS_SQL: &str = "SELECT uuid, account_id FROM kubernetes_cluster WHERE removed IS NULL";
-
-/// A VM the node VMs query reads: one of a cluster owner's, named like a node
-/// (`naming::split` wants an 11-digit hex suffix after the last `-`; `_` matches one
-/// character).
-const NAMED: &str = "v.name LIKE '%-___________' AND v.account_id IN \
-     (SELECT k.account_id FROM kubernetes_cluster k WHERE k.removed IS NULL)";
-
-/// The clusters' owners' VMs named like a node. Without `LIMIT`'s one extra row a cut could
-/// not be told from a full read.
-fn named_sql() -> String {
-    format!(
-        "SELECT {COLUMNS} FROM vm_instance v \
-         WHERE v.removed IS NULL AND v.type = 'User' AND {NAMED} \
-         LIMIT {}",
-        MAX_VM_ROWS + 1
-    )
-}
-
-/// The VMs among `uuids` that are not removed, but for those the node VMs query read.
-fn by_uuid_sql(uuids: &[&str]) -> String {
+/// The query for the VMs among `uuids` (each quoted; a uuid holds no quote, `base::id::is_uuid`).
+fn by_uuid(uuids: &[&str]) -> String {
     let list: Vec<String> = uuids.iter().map(|u| format!("'{u}'")).collect();
-    format!(
-        "SELECT {COLUMNS} FROM vm_instance v \
-         WHERE v.removed IS NULL AND v.type = 'User' AND v.uuid IN ({}) AND NOT ({NAMED})",
-        list.join(",")
-    )
+    statements::vms_by_uuid(list.join(","))
 }
 
 type Row = (
@@ -136,7 +107,7 @@ pub async fn read<T: Send + 'static>(
     make: fn(DbListedVm) -> T,
 ) -> Result<DbVms<T>, DbError> {
     let owners: Vec<(Option<String>, u64)> = db
-        .query(conn, "the clusters' owners query", OWNERS_SQL)
+        .query(conn, "the clusters' owners query", statements::OWNERS)
         .await?;
     let mut out = DbVms {
         vms: Vec::new(),
@@ -151,7 +122,7 @@ pub async fn read<T: Send + 'static>(
         .fold(
             conn,
             "the node VMs query",
-            &named_sql(),
+            &statements::node_vms(MAX_VM_ROWS + 1),
             (Vec::new(), 0),
             keep_listed(MAX_VM_ROWS, make),
         )
@@ -176,7 +147,7 @@ pub async fn read<T: Send + 'static>(
             .fold(
                 conn,
                 "the earlier mapped VMs query",
-                &by_uuid_sql(chunk),
+                &by_uuid(chunk),
                 (Vec::new(), 0),
                 keep_listed(UUIDS_PER_QUERY, make),
             )
@@ -193,21 +164,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_name_pattern_is_a_superset_of_every_node_name() {
-        // `_` is one character: exactly 11 after the last `-`, as `naming::split` wants.
-        let sql = named_sql();
-        assert!(sql.contains("LIKE '%-___________'"), "{sql}");
-        assert_eq!("___________".len(), 11);
-        assert!(sql.ends_with(&format!("LIMIT {}", MAX_VM_ROWS + 1)));
-    }
-
-    #[test]
     fn uuids_are_quoted_one_by_one() {
-        assert_eq!(
-            by_uuid_sql(&["a", "b"]),
-            format!(
-                "SELECT {COLUMNS} FROM vm_instance v WHERE v.removed IS NULL AND v.type = 'User' AND v.uuid IN ('a','b') AND NOT ({NAMED})"
-            )
-        );
+        assert_eq!(by_uuid(&["a", "b"]), statements::vms_by_uuid("'a','b'"));
+        assert!(by_uuid(&["a"]).contains("v.uuid IN ('a') AND NOT ("));
     }
 }

@@ -717,3 +717,57 @@ async fn a_lock_held_by_another_database_user_is_made_visible() {
             .contains("\ncks_drift_lock_held_elsewhere 0\n")
     );
 }
+
+/// The table, key and access type MariaDB plans for `vm_instance` in the node VMs query.
+fn node_vms_plan(db: &PrivateMariaDb) -> (String, String) {
+    db.sql("ANALYZE TABLE vm_instance, kubernetes_cluster, kubernetes_cluster_vm_map");
+    let sql = cks_drift::database::statements::node_vms(cks_drift::database::vms::MAX_VM_ROWS + 1);
+    let plan = db.sql(&format!("EXPLAIN {sql}"));
+    let row = plan
+        .lines()
+        .map(|l| l.split('\t').collect::<Vec<_>>())
+        .find(|cols| cols.get(2) == Some(&"v"))
+        .unwrap_or_else(|| panic!("no row for vm_instance in the plan:\n{plan}"));
+    // id, select_type, table, type, possible_keys, key, ...
+    (row[3].to_string(), row[5].to_string())
+}
+
+#[test]
+fn the_node_vms_query_uses_the_account_index_whatever_its_name() {
+    let db = PrivateMariaDb::start(Schema::Newest);
+    // One owner of a cluster among 40 tenants of 50 VMs each: a plan that reads every
+    // tenant's VMs would be a full scan or the `removed`/`type` index.
+    let mut world = world_now();
+    let owner = world.admin();
+    world.add_cluster("k8s", owner, 1, 2, 0);
+    let domain = world.add_domain("tenants");
+    for t in 0..40 {
+        let tenant = world.add_account(&format!("tenant{t}"), &domain);
+        for v in 0..50 {
+            world.add_vm(&format!("app{t}-{v}"), tenant.clone(), None);
+        }
+    }
+    db.mirror(&world);
+
+    // As CloudStack's create-schema.sql makes it since 3.0: the foreign key's index.
+    assert_eq!(
+        node_vms_plan(&db),
+        ("ref".to_string(), "fk_vm_instance__account_id".to_string())
+    );
+    // As a database created by 2.2's create-schema.sql may still name it.
+    db.sql(
+        "ALTER TABLE vm_instance \
+         RENAME INDEX fk_vm_instance__account_id TO i_vm_instance__account_id",
+    );
+    assert_eq!(
+        node_vms_plan(&db),
+        ("ref".to_string(), "i_vm_instance__account_id".to_string())
+    );
+    // Without it the plan reads other tenants' rows: what the two checks above rule out.
+    db.sql("ALTER TABLE vm_instance DROP INDEX i_vm_instance__account_id");
+    let (access, key) = node_vms_plan(&db);
+    assert!(
+        access != "ref" || !key.contains("account_id"),
+        "{access} {key}"
+    );
+}

@@ -10,8 +10,9 @@
 //!
 //! Column names, types and the release that added each column follow CloudStack's
 //! `KubernetesClusterVO`, `KubernetesClusterVmMapVO`, `VMInstanceVO`, `setup/db/create-schema.sql`
-//! and the `schema-*.sql` upgrade files. Foreign keys to tables the harness does not create
-//! are left out.
+//! and the `schema-*.sql` upgrade files, in `utf8mb3` as CloudStack's `utf8` tables are.
+//! Foreign keys to tables the harness does not create are left out; the index InnoDB makes
+//! for each is kept under its name.
 //!
 //! The rooms: `server` runs the server process and its clients, `schema` creates the tables
 //! and the reader, `mirror` writes a world's rows, `sql` writes SQL text.

@@ -15,7 +15,8 @@ pub(super) fn setup_sql(schema: Schema, password: &str) -> String {
     sql.push_str("FLUSH PRIVILEGES;\n");
     let _ = writeln!(
         sql,
-        "CREATE DATABASE `{DATABASE}` DEFAULT CHARACTER SET utf8mb4;\nUSE `{DATABASE}`;"
+        "CREATE DATABASE `{DATABASE}` DEFAULT CHARACTER SET utf8mb3 \
+         COLLATE utf8mb3_general_ci;\nUSE `{DATABASE}`;"
     );
     sql.push_str(&table_ddl(schema));
     for host in ["127.0.0.1", "localhost"] {
@@ -32,11 +33,21 @@ pub(super) fn setup_sql(schema: Schema, password: &str) -> String {
     sql
 }
 
+/// CloudStack's tables are `utf8` (`ENGINE=InnoDB DEFAULT CHARSET=utf8` in
+/// `setup/db/create-schema.sql` and every `schema-*.sql`), which MariaDB and MySQL read as
+/// `utf8mb3` with its default collation `utf8mb3_general_ci`: what the harness creates too,
+/// so that text the path reads is stored (and refused) as deployed.
+const TABLE_OPTIONS: &str = "ENGINE=InnoDB DEFAULT CHARSET=utf8mb3 COLLATE=utf8mb3_general_ci";
+
 /// `CREATE TABLE` of the three tables for `schema`.
 ///
-/// Where CloudStack has `NOT NULL` without a default on a column cks-drift does not read
-/// (owner, zone, offering, `created`...), the harness adds a default, so that a test can
-/// insert a row giving only the columns that matter to it. Everything else is CloudStack's.
+/// Every column the path reads (`src/database/schema.rs` `REQUIRED`) has CloudStack's type,
+/// `NULL`/`NOT NULL` and default, and every table CloudStack's keys under CloudStack's names.
+/// Foreign keys to tables the harness does not create are left out, but the index InnoDB
+/// makes for each (named after the key) is kept. Where CloudStack has `NOT NULL` without a
+/// default on a column the path does not read (zone, offering, owner domain...), the
+/// harness adds a default, so that a test can insert a row giving only the columns that
+/// matter to it.
 fn table_ddl(schema: Schema) -> String {
     let newest = schema == Schema::Newest;
     let mut sql = String::new();
@@ -47,10 +58,21 @@ fn table_ddl(schema: Schema) -> String {
 }
 
 fn vm_instance_ddl(sql: &mut String) {
-    // setup/db/create-schema.sql, then display_vm and dynamically_scalable (4.2), power_*
-    // (4.3), user_id (4.12) and backup_* (4.14). Columns of later releases are not modelled,
-    // so both schemas share this table.
-    sql.push_str(
+    // setup/db/create-schema.sql (the table as created since 3.0, uuid and
+    // uc_vm_instance_uuid included), then display_vm and dynamically_scalable (4.2), power_*
+    // (4.3), user_id (4.12) and backup_* (schema-41300to41400.sql, 4.14). Columns of later
+    // releases are not read and not modelled, so both schemas share this table.
+    //
+    // Read by the path, as create-schema.sql has them: id, uuid, name, state, update_time,
+    // created, removed, type, account_id (no defaults: a row must give type, created and
+    // account_id). Keys: create-schema.sql's i_vm_instance__* and uc_vm_instance_uuid, and
+    // the indexes InnoDB makes for its foreign keys fk_vm_instance__host_id, __last_host_id,
+    // __account_id and __service_offering_id (create-schema declares no other index on those
+    // columns, so the account index is fk_vm_instance__account_id; template_id's key uses
+    // the declared i_vm_instance__template_id); i_vm_instance__instance_name is added by the
+    // step `addIndexForVMInstance` of CloudStack's Java upgrades.
+    let _ = write!(
+        sql,
         "CREATE TABLE `vm_instance` (
   `id` bigint unsigned UNIQUE NOT NULL,
   `name` varchar(255) NOT NULL,
@@ -71,12 +93,12 @@ fn vm_instance_ddl(sql: &mut String) {
   `ha_enabled` tinyint(1) NOT NULL DEFAULT 0,
   `limit_cpu_use` tinyint(1) unsigned NOT NULL DEFAULT 0,
   `update_count` bigint unsigned NOT NULL DEFAULT 0,
-  `update_time` datetime,
-  `created` datetime NOT NULL DEFAULT CURRENT_TIMESTAMP COMMENT 'date created',
+  `update_time` datetime COMMENT 'date the destroy was requested',
+  `created` datetime NOT NULL COMMENT 'date created',
   `removed` datetime COMMENT 'date removed if not null',
-  `type` varchar(32) NOT NULL DEFAULT 'User' COMMENT 'type of vm it is',
+  `type` varchar(32) NOT NULL COMMENT 'type of vm it is',
   `vm_type` varchar(32) NOT NULL DEFAULT 'User' COMMENT 'vm type',
-  `account_id` bigint unsigned NOT NULL DEFAULT 2 COMMENT 'user id of owner',
+  `account_id` bigint unsigned NOT NULL COMMENT 'user id of owner',
   `domain_id` bigint unsigned NOT NULL DEFAULT 1,
   `service_offering_id` bigint unsigned NOT NULL DEFAULT 1 COMMENT 'service offering id',
   `reservation_id` char(40),
@@ -92,21 +114,31 @@ fn vm_instance_ddl(sql: &mut String) {
   `backup_external_id` varchar(255) DEFAULT NULL,
   `backup_volumes` text DEFAULT NULL,
   PRIMARY KEY (`id`),
-  CONSTRAINT `uc_vm_instance_uuid` UNIQUE (`uuid`),
   INDEX `i_vm_instance__removed` (`removed`),
   INDEX `i_vm_instance__type` (`type`),
+  INDEX `i_vm_instance__pod_id` (`pod_id`),
+  INDEX `i_vm_instance__update_time` (`update_time`),
+  INDEX `i_vm_instance__update_count` (`update_count`),
   INDEX `i_vm_instance__state` (`state`),
   INDEX `i_vm_instance__data_center_id` (`data_center_id`),
-  INDEX `i_vm_instance__account_id` (`account_id`),
+  INDEX `fk_vm_instance__host_id` (`host_id`),
+  INDEX `fk_vm_instance__last_host_id` (`last_host_id`),
+  INDEX `i_vm_instance__template_id` (`vm_template_id`),
+  INDEX `fk_vm_instance__account_id` (`account_id`),
+  INDEX `fk_vm_instance__service_offering_id` (`service_offering_id`),
+  CONSTRAINT `uc_vm_instance_uuid` UNIQUE (`uuid`),
   INDEX `i_vm_instance__instance_name` (`instance_name`)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
-",
+) {TABLE_OPTIONS};
+"
     );
 }
 
 fn kubernetes_cluster_ddl(sql: &mut String, newest: bool) {
-    // schema-41310to41400.sql (4.14) with 4.16's rename of master_node_count and its
-    // autoscaling columns; 4.17+ below.
+    // schema-41300to41400.sql (4.14: "Schema upgrade from 4.13.0.0 to 4.14.0.0") with
+    // schema-41520to41600.sql's rename of master_node_count to control_node_count and its
+    // autoscaling columns (4.16); 4.17+ below. Read by the path: id, uuid, removed and
+    // account_id, as 4.14 has them (account_id NOT NULL without a default: a row must give
+    // it). The fk_cluster__* indexes are those InnoDB makes for its foreign keys.
     let version_null = if newest { "NULL" } else { "NOT NULL DEFAULT 1" };
     let _ = write!(
         sql,
@@ -122,7 +154,7 @@ fn kubernetes_cluster_ddl(sql: &mut String, newest: bool) {
   `network_id` bigint unsigned,
   `control_node_count` bigint NOT NULL default '0',
   `node_count` bigint NOT NULL default '0',
-  `account_id` bigint unsigned NOT NULL DEFAULT 2,
+  `account_id` bigint unsigned NOT NULL COMMENT 'the ID of owner account',
   `domain_id` bigint unsigned NOT NULL DEFAULT 1,
   `state` char(32) NOT NULL,
   `key_pair` varchar(40),
@@ -131,7 +163,7 @@ fn kubernetes_cluster_ddl(sql: &mut String, newest: bool) {
   `node_root_disk_size` bigint(20) unsigned DEFAULT 0,
   `endpoint` varchar(255),
   `created` datetime NOT NULL DEFAULT CURRENT_TIMESTAMP,
-  `removed` datetime,
+  `removed` datetime COMMENT 'date removed or null, if still present',
   `gc` tinyint unsigned NOT NULL DEFAULT 1,
   `autoscaling_enabled` tinyint(1) unsigned NOT NULL DEFAULT 0,
   `minsize` bigint,
@@ -155,17 +187,28 @@ fn kubernetes_cluster_ddl(sql: &mut String, newest: bool) {
 ",
         );
     }
-    sql.push_str("  PRIMARY KEY (`id`)\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;\n");
+    let _ = write!(
+        sql,
+        "  PRIMARY KEY (`id`),
+  INDEX `fk_cluster__zone_id` (`zone_id`),
+  INDEX `fk_cluster__kubernetes_version_id` (`kubernetes_version_id`),
+  INDEX `fk_cluster__service_offering_id` (`service_offering_id`),
+  INDEX `fk_cluster__template_id` (`template_id`),
+  INDEX `fk_cluster__network_id` (`network_id`)
+) {TABLE_OPTIONS};
+"
+    );
 }
 
 fn vm_map_ddl(sql: &mut String, newest: bool) {
-    // schema-41310to41400.sql; control_node 4.16; the rest 4.21. No foreign key on vm_id:
-    // rows of VMs that never existed are possible and the harness keeps them.
+    // schema-41300to41400.sql (4.14): id, cluster_id and vm_id, all read by the path, and
+    // the one foreign key, on cluster_id; control_node 4.16; the rest 4.21. No foreign key on
+    // vm_id: rows of VMs that never existed are possible and the harness keeps them.
     sql.push_str(
         "CREATE TABLE `kubernetes_cluster_vm_map` (
   `id` bigint unsigned NOT NULL auto_increment,
-  `cluster_id` bigint unsigned NOT NULL,
-  `vm_id` bigint unsigned NOT NULL,
+  `cluster_id` bigint unsigned NOT NULL COMMENT 'the ID of the Kubernetes cluster',
+  `vm_id` bigint unsigned NOT NULL COMMENT 'the ID of the VM',
   `control_node` tinyint(1) unsigned NOT NULL DEFAULT 0,
 ",
     );
@@ -178,11 +221,12 @@ fn vm_map_ddl(sql: &mut String, newest: bool) {
 ",
         );
     }
-    sql.push_str(
+    let _ = write!(
+        sql,
         "  PRIMARY KEY (`id`),
-  CONSTRAINT `fk_kubernetes_cluster_vm_map_cluster__id` FOREIGN KEY `fk_kubernetes_cluster_vm_map_cluster__id` (`cluster_id`) REFERENCES `kubernetes_cluster` (`id`) ON DELETE CASCADE
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
-",
+  CONSTRAINT `fk_kubernetes_cluster_vm_map__cluster_id` FOREIGN KEY `fk_kubernetes_cluster_vm_map__cluster_id` (`cluster_id`) REFERENCES `kubernetes_cluster` (`id`) ON DELETE CASCADE
+) {TABLE_OPTIONS};
+"
     );
 }
 

@@ -50,7 +50,8 @@ pub(super) fn fixture() -> Fixture {
     let ghost = w.fresh_id();
     w.add_map_row(&prod, &ghost);
     w.add_map_row(&prod, &map[1]);
-    let tenant_vm = w.add_vm("o'brien\\ \"x\" ; -- 🚀\n", owner, None);
+    // CloudStack's columns are utf8mb3: three bytes a character at most.
+    let tenant_vm = w.add_vm("o'brien\\ \"x\" ; -- ü€\n", owner, None);
     Fixture {
         world: w,
         prod,
@@ -82,6 +83,7 @@ fn mirrors_the_world_and_lets_the_reader_select_exactly_three_tables() {
     assert_reader_grants(&db);
     assert_a_mirror_rewrites_what_changed(&db, &mut f);
     assert_rows_may_give_only_some_columns(&db);
+    assert_the_read_columns_are_as_deployed(&db);
 }
 
 /// The clusters' rows, and the map rows of `prod` with their flags.
@@ -232,14 +234,17 @@ fn assert_a_mirror_rewrites_what_changed(db: &PrivateMariaDb, f: &mut Fixture) {
 }
 
 fn assert_rows_may_give_only_some_columns(db: &PrivateMariaDb) {
-    // A test may insert rows giving only the columns that matter to it.
+    // A test may insert rows giving only the columns that matter to it, and those the path
+    // reads that CloudStack gives no default.
     db.sql(
-            "INSERT INTO vm_instance (id, uuid, name, instance_name, state) \
-         VALUES (100, 'hand-vm', 'hand', 'i-2-100-VM', 'Running');
-             INSERT INTO kubernetes_cluster (uuid, name, state) VALUES ('hand-c', 'hand', 'Running');
-             INSERT INTO kubernetes_cluster_vm_map (cluster_id, vm_id) \
+        "INSERT INTO vm_instance (id, uuid, name, instance_name, state, type, created, \
+         account_id) VALUES (100, 'hand-vm', 'hand', 'i-2-100-VM', 'Running', 'User', \
+         '2025-06-15 15:06:40', 2);
+         INSERT INTO kubernetes_cluster (uuid, name, state, account_id) \
+         VALUES ('hand-c', 'hand', 'Running', 2);
+         INSERT INTO kubernetes_cluster_vm_map (cluster_id, vm_id) \
          SELECT id, 100 FROM kubernetes_cluster WHERE uuid = 'hand-c'",
-        );
+    );
     assert_eq!(
         db.sql(
             "SELECT c.control_node_count, c.cluster_type, c.removed, m.control_node, v.type \
@@ -248,6 +253,78 @@ fn assert_rows_may_give_only_some_columns(db: &PrivateMariaDb) {
         ),
         "0\tCloudManaged\tNULL\t0\tUser\n"
     );
+}
+
+/// What the path reads is declared as CloudStack declares it: utf8mb3 text, its `NOT NULL`s
+/// without defaults, its keys under its names.
+fn assert_the_read_columns_are_as_deployed(db: &PrivateMariaDb) {
+    assert_eq!(
+        db.sql(
+            "SELECT TABLE_NAME, TABLE_COLLATION FROM information_schema.TABLES \
+             WHERE TABLE_SCHEMA = 'cloud' ORDER BY TABLE_NAME"
+        ),
+        "kubernetes_cluster\tutf8mb3_general_ci\n\
+         kubernetes_cluster_vm_map\tutf8mb3_general_ci\n\
+         user\tutf8mb3_general_ci\n\
+         vm_instance\tutf8mb3_general_ci\n"
+    );
+    assert_eq!(
+        db.sql(
+            "SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, IFNULL(COLUMN_DEFAULT, '-'), \
+             IFNULL(COLLATION_NAME, '-') FROM information_schema.COLUMNS \
+             WHERE TABLE_SCHEMA = 'cloud' AND TABLE_NAME = 'vm_instance' AND COLUMN_NAME IN \
+             ('id', 'uuid', 'name', 'state', 'removed', 'type', 'created', 'update_time', \
+             'account_id') ORDER BY ORDINAL_POSITION"
+        ),
+        "id\tbigint(20) unsigned\tNO\t-\t-\n\
+         name\tvarchar(255)\tNO\t-\tutf8mb3_general_ci\n\
+         uuid\tvarchar(40)\tYES\tNULL\tutf8mb3_general_ci\n\
+         state\tvarchar(32)\tNO\t-\tutf8mb3_general_ci\n\
+         update_time\tdatetime\tYES\tNULL\t-\n\
+         created\tdatetime\tNO\t-\t-\n\
+         removed\tdatetime\tYES\tNULL\t-\n\
+         type\tvarchar(32)\tNO\t-\tutf8mb3_general_ci\n\
+         account_id\tbigint(20) unsigned\tNO\t-\t-\n"
+    );
+    // The keys the path's queries can use, under CloudStack's names.
+    assert_eq!(
+        db.sql(
+            "SELECT TABLE_NAME, INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS \
+             WHERE TABLE_SCHEMA = 'cloud' AND COLUMN_NAME IN ('id', 'uuid', 'account_id', \
+             'removed', 'cluster_id') ORDER BY TABLE_NAME, INDEX_NAME"
+        ),
+        "kubernetes_cluster\tPRIMARY\tid\n\
+         kubernetes_cluster_vm_map\tfk_kubernetes_cluster_vm_map__cluster_id\tcluster_id\n\
+         kubernetes_cluster_vm_map\tPRIMARY\tid\n\
+         user\tPRIMARY\tid\n\
+         vm_instance\tfk_vm_instance__account_id\taccount_id\n\
+         vm_instance\tid\tid\n\
+         vm_instance\ti_vm_instance__removed\tremoved\n\
+         vm_instance\tPRIMARY\tid\n\
+         vm_instance\tuc_vm_instance_uuid\tuuid\n"
+    );
+    // A row without what CloudStack gives no default is refused, as on CloudStack's server
+    // (strict mode); so is a character of four bytes.
+    let refused = db
+        .run_root(
+            Some(DATABASE),
+            "INSERT INTO vm_instance (id, uuid, name, instance_name, state, type, account_id) \
+             VALUES (101, 'no-created', 'x', 'i-2-101-VM', 'Running', 'User', 2)",
+        )
+        .unwrap_err();
+    assert!(
+        refused.contains("Field 'created' doesn't have a default value"),
+        "{refused}"
+    );
+    let refused = db
+        .run_root(
+            Some(DATABASE),
+            "INSERT INTO vm_instance (id, uuid, name, instance_name, state, type, created, \
+             account_id) VALUES (102, 'rocket', 'r🚀', 'i-2-102-VM', 'Running', 'User', \
+             NOW(), 2)",
+        )
+        .unwrap_err();
+    assert!(refused.contains("Incorrect string value"), "{refused}");
 }
 
 #[test]

@@ -6,6 +6,7 @@ use super::{Finding, Severity};
 use crate::config::DatabaseSettings;
 use crate::database::Database;
 use crate::database::lock::Lock;
+use crate::database::statements;
 use crate::database::topology;
 
 /// Privileges a `SHOW GRANTS` line may give without a warning: cks-drift only reads.
@@ -48,7 +49,7 @@ pub async fn connect(settings: &DatabaseSettings) -> Vec<Finding> {
         format!("{who}: logged in"),
     ));
     if let Ok(grants) = db
-        .query::<String>(&mut conn, "SHOW GRANTS", "SHOW GRANTS")
+        .query::<String>(&mut conn, "SHOW GRANTS", statements::SHOW_GRANTS)
         .await
     {
         let broader: Vec<String> = grants
