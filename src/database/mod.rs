@@ -5,6 +5,7 @@
 //! `vm_instance` and `information_schema.COLUMNS`, plus the lock functions. Every query has a
 //! deadline; a failure is an error for the caller to fall back on the API, never a guess.
 
+pub mod grants;
 pub mod lock;
 pub mod map;
 mod messages;

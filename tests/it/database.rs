@@ -717,3 +717,96 @@ async fn a_lock_held_by_another_database_user_is_made_visible() {
             .contains("\ncks_drift_lock_held_elsewhere 0\n")
     );
 }
+
+/// Creates `user`@127.0.0.1 with `grants` (each `GRANT ... ON ...` without its `TO`) and points
+/// the config at it instead of the reader.
+fn use_user(
+    cloud: &mut TestCloud,
+    base_extra: &str,
+    db: &PrivateMariaDb,
+    user: &str,
+    grants: &[&str],
+) {
+    let mut sql = format!("CREATE USER '{user}'@'127.0.0.1' IDENTIFIED BY '{user}-pw';");
+    for g in grants {
+        sql.push_str(&format!("GRANT {g} TO '{user}'@'127.0.0.1';"));
+    }
+    db.sql(&sql);
+    let password = cloud.dir.path().join(format!("{user}_password"));
+    std::fs::write(&password, format!("{user}-pw")).unwrap();
+    cloud.extra = format!(
+        "{base_extra}[database]\nurl = \"mysql://{user}@127.0.0.1:{}/cloud\"\npassword_file = \"{}\"\n",
+        db.port(),
+        password.display()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn column_grants_give_no_false_warning_and_a_column_they_hide_is_named_as_a_grant() {
+    let db = PrivateMariaDb::start(Schema::V4_16);
+    let (mut cloud, _) = one_cluster().await;
+    mirror(&cloud, &db);
+    let base_extra = cloud.extra.clone();
+    // Exactly the columns cks-drift reads, granted column by column.
+    use_user(
+        &mut cloud,
+        &base_extra,
+        &db,
+        "narrow",
+        &[
+            "SELECT (`id`, `uuid`, `removed`, `account_id`) ON cloud.kubernetes_cluster",
+            "SELECT (`id`, `cluster_id`, `vm_id`, `control_node`) ON cloud.kubernetes_cluster_vm_map",
+            "SELECT (`id`, `uuid`, `name`, `state`, `removed`, `type`, `created`, `update_time`, \
+             `account_id`) ON cloud.vm_instance",
+        ],
+    );
+    let at = format!("127.0.0.1:{}/cloud", db.port());
+    let (code, lines) = validate(&cloud).await;
+    assert_eq!(code, 0, "{lines:?}");
+    assert_eq!(
+        lines,
+        [
+            format!("ok: database: narrow@{at}: logged in"),
+            "ok: database: schema of CloudStack 4.16 or later; the VM map query read 3 rows of 1 clusters"
+                .to_string(),
+            "ok: database (lock): the lock can be taken and released".to_string(),
+        ]
+    );
+
+    db.sql("REVOKE SELECT (`update_time`) ON cloud.vm_instance FROM 'narrow'@'127.0.0.1'");
+    let (code, lines) = validate(&cloud).await;
+    assert_eq!(code, 2, "{lines:?}");
+    assert_eq!(
+        lines,
+        [
+            format!("ok: database: narrow@{at}: logged in"),
+            "error: database: the column update_time of vm_instance is not visible to this user: \
+             its grant on the table names columns, and not this one; as an administrator, run \
+             GRANT SELECT ON `cloud`.`vm_instance` TO 'narrow'@'127.0.0.1';"
+                .to_string(),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_older_than_4_16_is_refused_by_its_release() {
+    let db = PrivateMariaDb::start(Schema::V4_16);
+    // Back to 4.15: schema-41520to41600.sql renamed master_node_count, added the autoscaling
+    // columns and the map's control_node.
+    db.sql(
+        "ALTER TABLE kubernetes_cluster CHANGE control_node_count master_node_count bigint \
+         NOT NULL DEFAULT 0, DROP COLUMN autoscaling_enabled, DROP COLUMN minsize, \
+         DROP COLUMN maxsize; ALTER TABLE kubernetes_cluster_vm_map DROP COLUMN control_node",
+    );
+    let (mut cloud, _) = one_cluster().await;
+    use_database(&mut cloud, &db);
+    let (code, lines) = validate(&cloud).await;
+    assert_eq!(code, 2, "{lines:?}");
+    assert_eq!(
+        lines[1],
+        "error: database: the tables are those of CloudStack 4.14 or 4.15 (kubernetes_cluster_vm_map \
+         has no column control_node, added by 4.16): cks-drift reads the database of 4.16 or \
+         later; upgrade CloudStack, or remove [database] to read everything through the API",
+        "{lines:?}"
+    );
+}
