@@ -2,8 +2,9 @@
 //! rows the API hides) and a named lock, so that one of several instances checks at a time.
 //!
 //! Only `SELECT`s are sent, on `kubernetes_cluster`, `kubernetes_cluster_vm_map`,
-//! `vm_instance` and `information_schema.COLUMNS`, plus the lock functions. Every query has a
-//! deadline; a failure is an error for the caller to fall back on the API, never a guess.
+//! `vm_instance` and `information_schema.COLUMNS`, plus the lock functions (and `SHOW GRANTS`
+//! when a column is missing, to say why). Every query has a deadline; a failure is an error for
+//! the caller to fall back on the API, never a guess.
 
 pub mod grants;
 pub mod lock;
