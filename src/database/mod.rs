@@ -11,6 +11,7 @@ pub mod lock;
 pub mod map;
 mod messages;
 pub mod schema;
+pub mod tls;
 pub mod vms;
 
 use std::collections::HashSet;
@@ -31,6 +32,11 @@ pub enum DbError {
     ConnectTimeout { address: String, within: Duration },
     #[error("cannot connect to the database at {address}: {reason}")]
     Connect { address: String, reason: String },
+    #[error("cannot connect to the database at {address} with TLS: {failure}")]
+    Tls {
+        address: String,
+        failure: tls::TlsFailure,
+    },
     #[error(
         "the database did not answer {what} within {}",
         crate::base::duration::human_duration(*.within)
@@ -68,6 +74,9 @@ impl<T> DbCycle<T> {
 pub struct Database {
     opts: Opts,
     address: String,
+    /// The name the server's certificate is checked against, and the CA file, with TLS.
+    tls_name: String,
+    ca_file: Option<std::path::PathBuf>,
     connect_timeout: Duration,
     query_timeout: Duration,
 }
@@ -83,7 +92,9 @@ impl std::fmt::Debug for Database {
 impl Database {
     pub fn new(settings: &DatabaseSettings) -> Database {
         let ssl = settings.tls.then(|| {
-            let opts = SslOpts::default();
+            let opts = SslOpts::default()
+                // A name other than the host, for the certificate only (not a skipped check).
+                .with_danger_tls_hostname_override(settings.tls_server_name.clone());
             match &settings.ca_file {
                 Some(ca) => opts.with_root_certs(vec![ca.clone().into()]),
                 None => opts,
@@ -104,6 +115,11 @@ impl Database {
         Database {
             opts: opts.into(),
             address: format!("{}:{}/{}", settings.host, settings.port, settings.name),
+            tls_name: settings
+                .tls_server_name
+                .clone()
+                .unwrap_or_else(|| settings.host.clone()),
+            ca_file: settings.ca_file.clone(),
             connect_timeout: settings.connect_timeout,
             query_timeout: settings.query_timeout,
         }
@@ -121,10 +137,18 @@ impl Database {
                 address: self.address.clone(),
                 within: self.connect_timeout,
             }),
-            Ok(Err(e)) => Err(DbError::Connect {
-                address: self.address.clone(),
-                reason: driver_error(&e),
-            }),
+            Ok(Err(e)) => Err(
+                match tls::classify(&e, &self.tls_name, self.ca_file.as_ref()) {
+                    Some(failure) => DbError::Tls {
+                        address: self.address.clone(),
+                        failure,
+                    },
+                    None => DbError::Connect {
+                        address: self.address.clone(),
+                        reason: driver_error(&e),
+                    },
+                },
+            ),
             Ok(Ok(conn)) => Ok(conn),
         }
     }

@@ -32,6 +32,7 @@ const START_ATTEMPTS: usize = 5;
 /// and deletes its data.
 pub struct PrivateMariaDb {
     schema: Schema,
+    tls: Option<ServerTls>,
     programs: Programs,
     port: u16,
     password: String,
@@ -39,6 +40,14 @@ pub struct PrivateMariaDb {
     /// What the last mirror wrote, while nothing else has written since.
     /// Data, socket and log; deleted when dropped, after `drop` has reaped the server.
     dir: TempDir,
+}
+
+/// The certificate and key a server offers TLS with (PEM files), e.g. made by `openssl` in
+/// a test.
+#[derive(Debug, Clone)]
+pub struct ServerTls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 impl PrivateMariaDb {
@@ -50,6 +59,15 @@ impl PrivateMariaDb {
     /// If MariaDB is not installed, or the server does not start within 30 s (the message
     /// carries its error log).
     pub fn start(schema: Schema) -> PrivateMariaDb {
+        Self::start_with(schema, None)
+    }
+
+    /// [`PrivateMariaDb::start`], the server offering TLS with `tls` (`--ssl-cert`,
+    /// `--ssl-key`) when given; without, it offers none, as MariaDB's packages ship.
+    ///
+    /// # Panics
+    /// As [`PrivateMariaDb::start`].
+    pub fn start_with(schema: Schema, tls: Option<ServerTls>) -> PrivateMariaDb {
         let programs = Programs::find();
         let dir = tempfile::Builder::new()
             .prefix("cks-drift-mariadb-")
@@ -57,6 +75,7 @@ impl PrivateMariaDb {
             .unwrap_or_else(|e| panic!("cannot create a directory for MariaDB: {e}"));
         let mut db = PrivateMariaDb {
             schema,
+            tls,
             programs,
             port: 0,
             password: random_password(),
@@ -261,6 +280,10 @@ impl PrivateMariaDb {
                 "--innodb-flush-log-at-trx-commit=2",
             ])
             .args(server_sizing());
+        if let Some(tls) = &self.tls {
+            cmd.arg(format!("--ssl-cert={}", tls.cert.display()))
+                .arg(format!("--ssl-key={}", tls.key.display()));
+        }
         if running_as_root() {
             cmd.arg("--user=root");
         }

@@ -4,7 +4,7 @@
 use super::{Finding, Severity};
 use crate::config::DatabaseSettings;
 use crate::database::lock::Lock;
-use crate::database::{Database, grants};
+use crate::database::{Database, DbError, grants};
 
 /// Privileges a `SHOW GRANTS` line gives beyond reading (cks-drift only reads), or `None`; a
 /// line that is no grant the parser knows is not guessed at.
@@ -20,6 +20,11 @@ pub async fn connect(settings: &DatabaseSettings) -> Vec<Finding> {
     let who = format!("{}@{}", settings.user, db.address());
     let mut conn = match db.connect().await {
         Ok(c) => c,
+        // A TLS failure names its own fix.
+        Err(e @ DbError::Tls { .. }) => {
+            out.push(Finding::error("database", e.to_string()));
+            return out;
+        }
         Err(e) => {
             out.push(Finding::error(
                 "database",
