@@ -705,6 +705,7 @@ async fn measure(mode: &str, concurrency: usize, url: &str, nodes: &str) -> Valu
                     ),
                     tls: false,
                     ca_file: None,
+                    tls_server_name: None,
                     connect_timeout: Duration::from_secs(10),
                     query_timeout: Duration::from_secs(60),
                     lock_interval: Duration::from_secs(5),

@@ -25,6 +25,9 @@ pub struct DatabaseSettings {
     pub tls: bool,
     /// PEM bundle of the CA that signs the database server's certificate (implies `tls`).
     pub ca_file: Option<PathBuf>,
+    /// The name the server's certificate is checked against, when it is not the URL's host
+    /// (implies `tls`).
+    pub tls_server_name: Option<String>,
     /// TCP connect and login.
     pub connect_timeout: Duration,
     /// One query, from sending it to its last row.
@@ -73,7 +76,7 @@ pub const PASSWORD_FILE: Key = key(
 );
 pub const TLS: Key = key(
     "tls",
-    Default::Derived("on for a host other than loopback, and with `ca_file`"),
+    Default::Derived("on for a host other than loopback, and with `ca_file` or `tls_server_name`"),
     "encrypt and verify the connection",
     Kind::Bool,
 );
@@ -81,6 +84,12 @@ pub const CA_FILE: Key = key(
     "ca_file",
     Default::Unset,
     "PEM bundle of the CA that signs the database server's certificate",
+    Kind::Text,
+);
+pub const TLS_SERVER_NAME: Key = key(
+    "tls_server_name",
+    Default::Unset,
+    "the name the server's certificate must hold, when it is not the URL's host",
     Kind::Text,
 );
 pub const CONNECT_TIMEOUT: Key = key(
@@ -116,6 +125,7 @@ pub const KEYS: &[&Key] = &[
     &PASSWORD_FILE,
     &TLS,
     &CA_FILE,
+    &TLS_SERVER_NAME,
     &CONNECT_TIMEOUT,
     &QUERY_TIMEOUT,
     &LOCK_INTERVAL,
@@ -139,17 +149,25 @@ impl Reader<'_> {
         };
         let password = self.database_password(&user, env);
         let ca_file = self.path(&CA_FILE);
+        let tls_server_name = self.tls_server_name();
         // On by default for a database on another host: the login, the map rows and the
         // lock's answers are not to travel in clear.
         let tls = self.bool_or(
             &TLS,
-            ca_file.is_some() || (!host.is_empty() && !is_loopback(&host)),
+            ca_file.is_some()
+                || tls_server_name.is_some()
+                || (!host.is_empty() && !is_loopback(&host)),
         );
-        if !tls && ca_file.is_some() {
-            self.problem(
-                &TLS.full(),
-                "is false while database.ca_file is set; remove one of them",
-            );
+        for (set, key) in [
+            (ca_file.is_some(), &CA_FILE),
+            (tls_server_name.is_some(), &TLS_SERVER_NAME),
+        ] {
+            if !tls && set {
+                self.problem(
+                    &TLS.full(),
+                    format!("is false while {} is set; remove one of them", key.full()),
+                );
+            }
         }
         Some(DatabaseSettings {
             url,
@@ -160,10 +178,38 @@ impl Reader<'_> {
             password,
             tls,
             ca_file,
+            tls_server_name,
             connect_timeout: self.duration(&CONNECT_TIMEOUT),
             query_timeout: self.duration(&QUERY_TIMEOUT),
             lock_interval: self.duration(&LOCK_INTERVAL),
         })
+    }
+
+    /// `database.tls_server_name`: a DNS name or an IP address, as certificates hold them.
+    fn tls_server_name(&mut self) -> Option<String> {
+        let name = self.string(&TLS_SERVER_NAME)?.trim().to_string();
+        let dns = |n: &str| {
+            n.split('.').all(|label| {
+                !label.is_empty()
+                    && label.len() <= 63
+                    && label
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            })
+        };
+        if name.parse::<std::net::IpAddr>().is_ok() || (name.len() <= 253 && dns(&name)) {
+            Some(name)
+        } else {
+            self.problem(
+                &TLS_SERVER_NAME.full(),
+                format!(
+                    "\"{}\" is not a host name or an IP address; write one of the names the \
+                     server's certificate holds (its subjectAltName), e.g. \"db.example.com\"",
+                    crate::base::untrusted::shown(&name, 80)
+                ),
+            );
+            None
+        }
     }
 
     /// `database.url`, trimmed; empty (with its problem) when it is missing.

@@ -345,7 +345,7 @@ fn database_problems_name_the_key_and_the_fix() {
     assert_eq!(
         p,
         [
-            "database.port: is not a key: the port is part of database.url, e.g. \"mysql://cksdrift@db.example.com:3306/cloud\"; [database] takes url, password_file, tls, ca_file, connect_timeout, query_timeout, lock_interval",
+            "database.port: is not a key: the port is part of database.url, e.g. \"mysql://cksdrift@db.example.com:3306/cloud\"; [database] takes url, password_file, tls, ca_file, tls_server_name, connect_timeout, query_timeout, lock_interval",
             "database.url: holds a password; keep it out of the URL (it would show in logs) and put it in database.password_file; e.g. \"mysql://cksdrift@db.example.com:3306/cloud\"",
             "database.password_file: is missing; point it at a file holding the password of the database user, or set CKS_DRIFT_DB_PASSWORD",
             "database.tls: is false while database.ca_file is set; remove one of them",
@@ -360,6 +360,33 @@ fn database_problems_name_the_key_and_the_fix() {
     );
     let p = problems(&format!("{MINIMAL}[database]\n"));
     assert!(p[0].starts_with("database.url: is missing;"), "{p:?}");
+}
+
+#[test]
+fn tls_server_name_turns_tls_on_and_must_be_a_name() {
+    let db =
+        "[database]\nurl = \"mysql://cksdrift@127.0.0.1/cloud\"\npassword_file = \"/dev/null\"\n";
+    let env = |name: &str| (name == ENV_DB_PASSWORD).then(|| "from-env".to_string());
+    let text = format!("{MINIMAL}{db}tls_server_name = \"db.example.test\"\n");
+    let config = Config::from_toml(&text, Path::new("t.toml"), &env).unwrap();
+    let settings = config.database.unwrap();
+    assert!(settings.tls);
+    assert_eq!(settings.tls_server_name.as_deref(), Some("db.example.test"));
+    let p = problems(&format!(
+        "{MINIMAL}{db}tls = false\ntls_server_name = \"db.example.test\"\n"
+    ));
+    assert!(
+        p.contains(
+            &"database.tls: is false while database.tls_server_name is set; remove one of them"
+                .to_string()
+        ),
+        "{p:?}"
+    );
+    let p = problems(&format!("{MINIMAL}{db}tls_server_name = \"db example\"\n"));
+    assert!(
+        p.contains(&"database.tls_server_name: \"db example\" is not a host name or an IP address; write one of the names the server's certificate holds (its subjectAltName), e.g. \"db.example.com\"".to_string()),
+        "{p:?}"
+    );
 }
 
 #[test]

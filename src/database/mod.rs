@@ -2,15 +2,18 @@
 //! rows the API hides) and a named lock, so that one of several instances checks at a time.
 //!
 //! Only `SELECT`s are sent, on `kubernetes_cluster`, `kubernetes_cluster_vm_map`,
-//! `vm_instance` and `information_schema.COLUMNS`, plus the lock functions and, once the lock
-//! is taken, `SHOW GLOBAL VARIABLES` and `SHOW GLOBAL STATUS` of a few names. Every query has a
-//! deadline; a failure is an error for the caller to fall back on the API, never a guess.
+//! `vm_instance` and `information_schema.COLUMNS`, plus the lock functions, once the lock is
+//! taken `SHOW GLOBAL VARIABLES` and `SHOW GLOBAL STATUS` of a few names, and `SHOW GRANTS`
+//! when a column is missing, to say why. Every query has a deadline; a failure is an error for
+//! the caller to fall back on the API, never a guess.
 
+pub mod grants;
 pub mod lock;
 pub mod map;
 mod messages;
 pub mod schema;
 pub mod statements;
+pub mod tls;
 pub mod topology;
 pub mod vms;
 
@@ -33,6 +36,11 @@ pub enum DbError {
     ConnectTimeout { address: String, within: Duration },
     #[error("cannot connect to the database at {address}: {reason}")]
     Connect { address: String, reason: String },
+    #[error("cannot connect to the database at {address} with TLS: {failure}")]
+    Tls {
+        address: String,
+        failure: tls::TlsFailure,
+    },
     #[error(
         "the database did not answer {what} within {}",
         crate::base::duration::human_duration(*.within)
@@ -76,6 +84,9 @@ impl<T> DbCycle<T> {
 pub struct Database {
     opts: Opts,
     address: String,
+    /// The name the server's certificate is checked against, and the CA file, with TLS.
+    tls_name: String,
+    ca_file: Option<std::path::PathBuf>,
     connect_timeout: Duration,
     query_timeout: Duration,
 }
@@ -91,7 +102,9 @@ impl std::fmt::Debug for Database {
 impl Database {
     pub fn new(settings: &DatabaseSettings) -> Database {
         let ssl = settings.tls.then(|| {
-            let opts = SslOpts::default();
+            let opts = SslOpts::default()
+                // A name other than the host, for the certificate only (not a skipped check).
+                .with_danger_tls_hostname_override(settings.tls_server_name.clone());
             match &settings.ca_file {
                 Some(ca) => opts.with_root_certs(vec![ca.clone().into()]),
                 None => opts,
@@ -112,6 +125,11 @@ impl Database {
         Database {
             opts: opts.into(),
             address: format!("{}:{}/{}", settings.host, settings.port, settings.name),
+            tls_name: settings
+                .tls_server_name
+                .clone()
+                .unwrap_or_else(|| settings.host.clone()),
+            ca_file: settings.ca_file.clone(),
             connect_timeout: settings.connect_timeout,
             query_timeout: settings.query_timeout,
         }
@@ -129,10 +147,18 @@ impl Database {
                 address: self.address.clone(),
                 within: self.connect_timeout,
             }),
-            Ok(Err(e)) => Err(DbError::Connect {
-                address: self.address.clone(),
-                reason: driver_error(&e),
-            }),
+            Ok(Err(e)) => Err(
+                match tls::classify(&e, &self.tls_name, self.ca_file.as_ref()) {
+                    Some(failure) => DbError::Tls {
+                        address: self.address.clone(),
+                        failure,
+                    },
+                    None => DbError::Connect {
+                        address: self.address.clone(),
+                        reason: driver_error(&e),
+                    },
+                },
+            ),
             Ok(Ok(conn)) => Ok(conn),
         }
     }

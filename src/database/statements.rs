@@ -105,6 +105,10 @@ pub const LOCK_CHECK: &str = concat!("SELECT IS_USED_LOCK(", lock_name!(), ") = 
 /// Gives the lock up, at shutdown.
 pub const LOCK_RELEASE: &str = concat!("SELECT RELEASE_LOCK(", lock_name!(), ")");
 
+/// When a column is missing: the database and the account the grants are for, to name them in
+/// the `GRANT` to run.
+pub const WHO: &str = "SELECT DATABASE(), CURRENT_USER()";
+
 /// The variables `topology` reads: the host, Galera's, and whether the server only reads.
 pub const TOPOLOGY_VARIABLES: &str = "SHOW GLOBAL VARIABLES WHERE Variable_name IN \
      ('hostname', 'wsrep_on', 'wsrep_node_name', 'wsrep_cluster_name', 'read_only', \
@@ -135,6 +139,7 @@ pub fn documented() -> Vec<String> {
         LOCK_RELEASE.to_string(),
         TOPOLOGY_VARIABLES.to_string(),
         TOPOLOGY_STATUS.to_string(),
+        WHO.to_string(),
     ]
 }
 

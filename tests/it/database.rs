@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cks_drift_sim::NodeRole;
-use cks_drift_sim::mariadb::{PrivateMariaDb, Schema};
+use cks_drift_sim::mariadb::{PrivateMariaDb, Schema, ServerTls};
 
 use crate::support::cloud::{TestCloud, binary, mismatches, one_cluster, world_now};
 
@@ -628,6 +628,7 @@ async fn a_lock_whose_holder_went_silent_is_free_after_a_few_intervals() {
         password: Secret::new(db.password()),
         tls: false,
         ca_file: None,
+        tls_server_name: None,
         connect_timeout: Duration::from_secs(5),
         query_timeout: Duration::from_secs(5),
         lock_interval: Duration::from_secs(1),
@@ -770,4 +771,315 @@ fn the_node_vms_query_uses_the_account_index_whatever_its_name() {
         access != "ref" || !key.contains("account_id"),
         "{access} {key}"
     );
+}
+
+/// Creates `user`@127.0.0.1 with `grants` (each `GRANT ... ON ...` without its `TO`) and points
+/// the config at it instead of the reader.
+fn use_user(
+    cloud: &mut TestCloud,
+    base_extra: &str,
+    db: &PrivateMariaDb,
+    user: &str,
+    grants: &[&str],
+) {
+    let mut sql = format!("CREATE USER '{user}'@'127.0.0.1' IDENTIFIED BY '{user}-pw';");
+    for g in grants {
+        sql.push_str(&format!("GRANT {g} TO '{user}'@'127.0.0.1';"));
+    }
+    db.sql(&sql);
+    let password = cloud.dir.path().join(format!("{user}_password"));
+    std::fs::write(&password, format!("{user}-pw")).unwrap();
+    cloud.extra = format!(
+        "{base_extra}[database]\nurl = \"mysql://{user}@127.0.0.1:{}/cloud\"\npassword_file = \"{}\"\n",
+        db.port(),
+        password.display()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn column_grants_give_no_false_warning_and_a_column_they_hide_is_named_as_a_grant() {
+    let db = PrivateMariaDb::start(Schema::V4_16);
+    let (mut cloud, _) = one_cluster().await;
+    mirror(&cloud, &db);
+    let base_extra = cloud.extra.clone();
+    // Exactly the columns cks-drift reads, granted column by column.
+    use_user(
+        &mut cloud,
+        &base_extra,
+        &db,
+        "narrow",
+        &[
+            "SELECT (`id`, `uuid`, `removed`, `account_id`) ON cloud.kubernetes_cluster",
+            "SELECT (`id`, `cluster_id`, `vm_id`, `control_node`) ON cloud.kubernetes_cluster_vm_map",
+            "SELECT (`id`, `uuid`, `name`, `state`, `removed`, `type`, `created`, `update_time`, \
+             `account_id`) ON cloud.vm_instance",
+        ],
+    );
+    let at = format!("127.0.0.1:{}/cloud", db.port());
+    let (code, lines) = validate(&cloud).await;
+    assert_eq!(code, 0, "{lines:?}");
+    assert_eq!(
+        lines,
+        [
+            format!("ok: database: narrow@{at}: logged in"),
+            "ok: database: schema of CloudStack 4.16 or later; the VM map query read 3 rows of 1 clusters"
+                .to_string(),
+            "ok: database (lock): the lock can be taken and released".to_string(),
+        ]
+    );
+
+    db.sql("REVOKE SELECT (`update_time`) ON cloud.vm_instance FROM 'narrow'@'127.0.0.1'");
+    let (code, lines) = validate(&cloud).await;
+    assert_eq!(code, 2, "{lines:?}");
+    assert_eq!(
+        lines,
+        [
+            format!("ok: database: narrow@{at}: logged in"),
+            "error: database: the column update_time of vm_instance is not visible to this user: \
+             its grant on the table names columns, and not this one; as an administrator, run \
+             GRANT SELECT ON `cloud`.`vm_instance` TO 'narrow'@'127.0.0.1';"
+                .to_string(),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_older_than_4_16_is_refused_by_its_release() {
+    let db = PrivateMariaDb::start(Schema::V4_16);
+    // Back to 4.15: schema-41520to41600.sql renamed master_node_count, added the autoscaling
+    // columns and the map's control_node.
+    db.sql(
+        "ALTER TABLE kubernetes_cluster CHANGE control_node_count master_node_count bigint \
+         NOT NULL DEFAULT 0, DROP COLUMN autoscaling_enabled, DROP COLUMN minsize, \
+         DROP COLUMN maxsize; ALTER TABLE kubernetes_cluster_vm_map DROP COLUMN control_node",
+    );
+    let (mut cloud, _) = one_cluster().await;
+    use_database(&mut cloud, &db);
+    let (code, lines) = validate(&cloud).await;
+    assert_eq!(code, 2, "{lines:?}");
+    assert_eq!(
+        lines[1],
+        "error: database: the tables are those of CloudStack 4.14 or 4.15 (kubernetes_cluster_vm_map \
+         has no column control_node, added by 4.16): cks-drift reads the database of 4.16 or \
+         later; upgrade CloudStack, or remove [database] to read everything through the API",
+        "{lines:?}"
+    );
+}
+
+/// A private CA and server certificates it signs, made with `openssl` in `dir`.
+struct TestCa {
+    dir: PathBuf,
+}
+
+impl TestCa {
+    fn new(dir: &std::path::Path) -> TestCa {
+        let ca = TestCa {
+            dir: dir.to_path_buf(),
+        };
+        ca.openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=cks-drift test CA",
+        ]);
+        ca
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    fn openssl(&self, args: &[&str]) {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(&self.dir)
+            .output()
+            .expect("run openssl (Debian: apt-get install openssl)");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// A server certificate `name` with subject CN `cn` and these subjectAltNames (none, as in
+    /// MySQL's auto-generated certificates, when empty).
+    fn server(&self, name: &str, cn: &str, alt_names: &[&str]) -> ServerTls {
+        let mut ext = String::from("basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n");
+        if !alt_names.is_empty() {
+            ext.push_str(&format!("subjectAltName={}\n", alt_names.join(",")));
+        }
+        std::fs::write(self.path(&format!("{name}.ext")), ext).unwrap();
+        let (key, csr, pem, extfile) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.pem"),
+            format!("{name}.ext"),
+        );
+        self.openssl(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            &key,
+            "-out",
+            &csr,
+            "-subj",
+            &format!("/CN={cn}"),
+        ]);
+        self.openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            &pem,
+            "-days",
+            "2",
+            "-extfile",
+            &extfile,
+        ]);
+        ServerTls {
+            cert: self.path(&pem),
+            key: self.path(&key),
+        }
+    }
+}
+
+/// [`use_database`] with more `[database]` lines.
+fn use_database_with(cloud: &mut TestCloud, db: &PrivateMariaDb, lines: &str) {
+    use_database(cloud, db);
+    cloud.extra.push_str(lines);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_to_a_server_without_tls_says_so_and_how_to_turn_it_off() {
+    let db = PrivateMariaDb::start(Schema::V4_16);
+    let (mut cloud, _) = one_cluster().await;
+    use_database_with(&mut cloud, &db, "tls = true\n");
+    let (code, lines) = validate(&cloud).await;
+    assert_eq!(code, 2, "{lines:?}");
+    assert_eq!(
+        lines,
+        [format!(
+            "error: database: cannot connect to the database at 127.0.0.1:{}/cloud with TLS: the \
+             server offers no TLS; MariaDB ships with TLS off (SHOW VARIABLES LIKE 'have_ssl' \
+             says DISABLED): give the server ssl_cert and ssl_key (see docs/database.md, TLS to \
+             the database), or set database.tls = false if the network to the database is \
+             trusted (TLS is on by default for a host other than loopback)",
+            db.port()
+        )]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_with_a_certificate_that_names_no_host_says_so_in_validate_and_in_runs_log() {
+    let (mut cloud, _) = one_cluster().await;
+    let certs = cloud.dir.path().join("certs");
+    std::fs::create_dir(&certs).unwrap();
+    let ca = TestCa::new(&certs);
+    // As MySQL's auto-generated server certificate: a CN and no subjectAltName.
+    let tls = ca.server(
+        "cn-only",
+        "MySQL_Server_8.0.36_Auto_Generated_Server_Certificate",
+        &[],
+    );
+    let db = PrivateMariaDb::start_with(Schema::V4_16, Some(tls));
+    mirror(&cloud, &db);
+    use_database_with(
+        &mut cloud,
+        &db,
+        &format!("ca_file = \"{}\"\n", ca.path("ca.pem").display()),
+    );
+    let (code, lines) = validate(&cloud).await;
+    assert_eq!(code, 2, "{lines:?}");
+    let expected = format!(
+        "cannot connect to the database at 127.0.0.1:{}/cloud with TLS: the server's certificate \
+         names no host (it has no subjectAltName, and its subject's CN is not read); MySQL's \
+         auto-generated certificates are like this. Give the server a certificate with \
+         subjectAltName DNS:<its host name> (or IP:<its address>), signed by the CA in \
+         database.ca_file, or set database.tls = false if the network to the database is trusted",
+        db.port()
+    );
+    assert_eq!(lines, [format!("error: database: {expected}")]);
+
+    // `run` stands by, and its log says why the lock cannot be asked for.
+    let instance = Instance::start(&cloud, "ms1");
+    wait_for("the TLS failure in run's log", SOON, &[&instance], || {
+        let log = instance.log();
+        let seen = log.contains("cannot ask for the lock") && log.contains(&expected);
+        async move { seen }
+    })
+    .await;
+    assert_eq!(instance.role().await, Some("standby"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_with_an_unknown_ca_or_another_name_says_which_setting_fixes_it() {
+    let (mut cloud, _) = one_cluster().await;
+    let base_extra = cloud.extra.clone();
+    let certs = cloud.dir.path().join("certs");
+    std::fs::create_dir(&certs).unwrap();
+    let ca = TestCa::new(&certs);
+    let tls = ca.server("named", "db.example.test", &["DNS:db.example.test"]);
+    let db = PrivateMariaDb::start_with(Schema::V4_16, Some(tls));
+    mirror(&cloud, &db);
+    let at = format!("127.0.0.1:{}/cloud", db.port());
+
+    // No CA file: the webpki roots do not know the private CA.
+    use_database_with(&mut cloud, &db, "tls = true\n");
+    let (code, lines) = validate(&cloud).await;
+    assert_eq!(code, 2, "{lines:?}");
+    assert_eq!(
+        lines,
+        [format!(
+            "error: database: cannot connect to the database at {at} with TLS: the server's \
+             certificate is signed by a CA that cks-drift does not know; set database.ca_file to \
+             the PEM of the CA that signed the server's certificate (MySQL's auto-generated one \
+             is ca.pem in its data directory), or database.tls = false if the network to the \
+             database is trusted"
+        )]
+    );
+
+    // The CA, but the URL's host is an address the certificate does not hold.
+    let ca_line = format!("ca_file = \"{}\"\n", ca.path("ca.pem").display());
+    cloud.extra = base_extra.clone();
+    use_database_with(&mut cloud, &db, &ca_line);
+    let (code, lines) = validate(&cloud).await;
+    assert_eq!(code, 2, "{lines:?}");
+    assert_eq!(
+        lines,
+        [format!(
+            "error: database: cannot connect to the database at {at} with TLS: the server's \
+             certificate is for db.example.test and not for 127.0.0.1; write that host in \
+             database.url, or set database.tls_server_name = \"db.example.test\" (the \
+             certificate is checked against it; the connection still goes to the URL's host)"
+        )]
+    );
+
+    // The fix it names works.
+    cloud.extra = base_extra;
+    use_database_with(
+        &mut cloud,
+        &db,
+        &format!("{ca_line}tls_server_name = \"db.example.test\"\n"),
+    );
+    let (code, lines) = validate(&cloud).await;
+    assert_eq!(code, 0, "{lines:?}");
+    assert_eq!(lines[0], format!("ok: database: cksdrift@{at}: logged in"));
 }

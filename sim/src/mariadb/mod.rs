@@ -29,7 +29,7 @@ mod tests;
 const BUFFER_POOL: u64 = 16 << 20;
 
 pub use mirror::vm_db_id;
-pub use server::{GALERA_CLUSTER, GALERA_NODE, PrivateMariaDb};
+pub use server::{GALERA_CLUSTER, GALERA_NODE, PrivateMariaDb, ServerTls};
 
 /// The database CloudStack's tables live in.
 pub const DATABASE: &str = "cloud";

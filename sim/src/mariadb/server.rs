@@ -54,6 +54,7 @@ struct Galera {
 /// and deletes its data.
 pub struct PrivateMariaDb {
     schema: Schema,
+    tls: Option<ServerTls>,
     programs: Programs,
     /// A single-node Galera cluster (`wsrep_on = ON`) rather than a lone server.
     galera: Option<Galera>,
@@ -65,6 +66,14 @@ pub struct PrivateMariaDb {
     dir: TempDir,
 }
 
+/// The certificate and key a server offers TLS with (PEM files), e.g. made by `openssl` in
+/// a test.
+#[derive(Debug, Clone)]
+pub struct ServerTls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
 impl PrivateMariaDb {
     /// Initialises a data directory, starts a server on a free loopback port, waits until it
     /// answers and creates the database, the tables and the read-only account (with a random
@@ -74,7 +83,7 @@ impl PrivateMariaDb {
     /// If MariaDB is not installed, or the server does not start within 30 s (the message
     /// carries its error log).
     pub fn start(schema: Schema) -> PrivateMariaDb {
-        PrivateMariaDb::start_with(schema, None)
+        PrivateMariaDb::start_configured(schema, None, None)
     }
 
     /// Like [`PrivateMariaDb::start`], but the server is the one node of a Galera cluster
@@ -95,10 +104,23 @@ impl PrivateMariaDb {
                      provider (Debian: apt-get install galera-4)"
                 )
             });
-        PrivateMariaDb::start_with(schema, Some(Galera { provider, port: 0 }))
+        PrivateMariaDb::start_configured(schema, Some(Galera { provider, port: 0 }), None)
     }
 
-    fn start_with(schema: Schema, galera: Option<Galera>) -> PrivateMariaDb {
+    /// [`PrivateMariaDb::start`], the server offering TLS with `tls` (`--ssl-cert`,
+    /// `--ssl-key`) when given; without, it offers none, as MariaDB's packages ship.
+    ///
+    /// # Panics
+    /// As [`PrivateMariaDb::start`].
+    pub fn start_with(schema: Schema, tls: Option<ServerTls>) -> PrivateMariaDb {
+        PrivateMariaDb::start_configured(schema, None, tls)
+    }
+
+    fn start_configured(
+        schema: Schema,
+        galera: Option<Galera>,
+        tls: Option<ServerTls>,
+    ) -> PrivateMariaDb {
         let programs = Programs::find();
         let dir = tempfile::Builder::new()
             .prefix("cks-drift-mariadb-")
@@ -106,6 +128,7 @@ impl PrivateMariaDb {
             .unwrap_or_else(|e| panic!("cannot create a directory for MariaDB: {e}"));
         let mut db = PrivateMariaDb {
             schema,
+            tls,
             programs,
             galera,
             port: 0,
@@ -321,6 +344,10 @@ impl PrivateMariaDb {
             .args(server_sizing());
         if let Some(galera) = &self.galera {
             cmd.args(galera_args(galera));
+        }
+        if let Some(tls) = &self.tls {
+            cmd.arg(format!("--ssl-cert={}", tls.cert.display()))
+                .arg(format!("--ssl-key={}", tls.key.display()));
         }
         if running_as_root() {
             cmd.arg("--user=root");

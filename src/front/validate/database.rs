@@ -4,24 +4,13 @@
 
 use super::{Finding, Severity};
 use crate::config::DatabaseSettings;
-use crate::database::Database;
 use crate::database::lock::Lock;
-use crate::database::statements;
-use crate::database::topology;
+use crate::database::{Database, DbError, grants, statements, topology};
 
-/// Privileges a `SHOW GRANTS` line may give without a warning: cks-drift only reads.
-fn broader_than_select(grant: &str) -> Option<String> {
-    let upper = grant.to_ascii_uppercase();
-    let privileges = upper
-        .strip_prefix("GRANT ")?
-        .split(" ON ")
-        .next()?
-        .to_string();
-    let extra: Vec<&str> = privileges
-        .split(',')
-        .map(str::trim)
-        .filter(|p| !matches!(*p, "USAGE" | "SELECT"))
-        .collect();
+/// Privileges a `SHOW GRANTS` line gives beyond reading (cks-drift only reads), or `None`; a
+/// line that is no grant the parser knows is not guessed at.
+fn broader_than_select(line: &str) -> Option<String> {
+    let extra = grants::parse(line)?.beyond_select();
     (!extra.is_empty()).then(|| extra.join(", "))
 }
 
@@ -32,6 +21,11 @@ pub async fn connect(settings: &DatabaseSettings) -> Vec<Finding> {
     let who = format!("{}@{}", settings.user, db.address());
     let mut conn = match db.connect().await {
         Ok(c) => c,
+        // A TLS failure names its own fix.
+        Err(e @ DbError::Tls { .. }) => {
+            out.push(Finding::error("database", e.to_string()));
+            return out;
+        }
         Err(e) => {
             out.push(Finding::error(
                 "database",
@@ -147,6 +141,17 @@ mod tests {
         assert_eq!(
             broader_than_select("GRANT SELECT, INSERT, UPDATE ON `cloud`.* TO `x`@`%`"),
             Some("INSERT, UPDATE".into())
+        );
+        // Column grants and role grants are no more than they say (issue 34).
+        assert_eq!(
+            broader_than_select(
+                "GRANT SELECT (`id`, `uuid`) ON `cloud`.`vm_instance` TO `cksdrift`@`%`"
+            ),
+            None
+        );
+        assert_eq!(
+            broader_than_select("GRANT `reader`@`%` TO `cksdrift`@`%`"),
+            None
         );
     }
 }
