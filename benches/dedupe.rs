@@ -28,6 +28,7 @@ fn observed(findings: usize) -> Vec<Observed> {
             .collect(),
         mapped: vec![],
         expected_vms: 3,
+        db_ids: None,
         ignored: Default::default(),
     }]
 }

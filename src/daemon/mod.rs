@@ -232,6 +232,7 @@ mod tests {
                 owner_id: None,
             },
             ignored: Default::default(),
+            db_ids: None,
             status: ClusterStatus::Checked,
             skip: None,
             reason: None,

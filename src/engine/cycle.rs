@@ -77,6 +77,9 @@ pub struct ClusterOutcome {
     pub mapped: Vec<(String, String)>,
     /// `controlnodes + size + etcdnodes`.
     pub expected_vms: u32,
+    /// The mapped VMs to remember by their database id, when the database gave its hidden
+    /// map rows (`PreviousMap::db_ids`).
+    pub db_ids: Option<std::collections::BTreeMap<u64, crate::snapshot::RememberedVm>>,
 }
 
 /// What one cycle saw.
@@ -152,6 +155,7 @@ fn outcome(
         ignored: Default::default(),
         mapped: a.mapped,
         expected_vms: a.expected_vms,
+        db_ids: a.db_ids,
     };
     match a.verdict {
         Verdict::Skipped { kind, reason } => {
@@ -342,6 +346,7 @@ mod tests {
                 vms: previous_vms,
                 expected_vms: 3,
                 vanished: BTreeMap::new(),
+                db_ids: BTreeMap::new(),
                 nodes_failed: false,
                 listed_at: None,
             },

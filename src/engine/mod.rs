@@ -636,6 +636,7 @@ pub fn observe(
             mismatches: std::mem::take(&mut c.mismatches),
             mapped: c.mapped.clone(),
             expected_vms: c.expected_vms,
+            db_ids: c.db_ids.take(),
         })
         .collect()
 }

@@ -2,12 +2,12 @@
 //! its owner's VMs are named as its nodes, which of those another cluster maps, its gone map
 //! rows and its node view. Pure: no clock, no I/O; the rules come from `cks` and `naming`.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crate::cks::naming::{NameIndex, NodeRole};
 use crate::inventory::{ClusterRecord, Inventory, NodeListing, Reread, VmId, VmRow};
-use crate::snapshot::{ClusterIdentity, ClusterSnapshot, NodeView, VanishedVm, Vm};
+use crate::snapshot::{ClusterIdentity, ClusterSnapshot, NodeView, RememberedVm, VanishedVm, Vm};
 
 /// Why a cluster was skipped; decides what dedupe may do with its earlier findings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +43,9 @@ pub struct Assembled {
     pub mapped: Vec<(String, String)>,
     /// `controlnodes + size + etcdnodes`.
     pub expected_vms: u32,
+    /// The mapped VMs to remember by their database id, when its hidden map rows came from
+    /// the database (`None`: what was remembered stays).
+    pub db_ids: Option<BTreeMap<u64, RememberedVm>>,
     pub verdict: Verdict,
 }
 
@@ -78,6 +81,7 @@ pub fn assemble(inventory: Inventory) -> impl Iterator<Item = Assembled> {
         nodes,
         again,
         vanished,
+        mut db_ids,
         map_source: _,
     } = inventory;
     // The index of names is dropped before the map of mapped ids is built: not both at once.
@@ -93,7 +97,7 @@ pub fn assemble(inventory: Inventory) -> impl Iterator<Item = Assembled> {
     };
     clusters.into_iter().enumerate().map(move |(i, c)| {
         let verdict = parts.verdict(i, &c);
-        assembled(&c, verdict)
+        assembled(&c, verdict, db_ids.remove(&i))
     })
 }
 
@@ -266,7 +270,11 @@ fn plausible(
     }
 }
 
-fn assembled(c: &ClusterRecord, verdict: Verdict) -> Assembled {
+fn assembled(
+    c: &ClusterRecord,
+    verdict: Verdict,
+    db_ids: Option<BTreeMap<u64, RememberedVm>>,
+) -> Assembled {
     let info = &c.info;
     Assembled {
         cluster: ClusterIdentity::new(info, c.owner_name.clone()),
@@ -276,6 +284,7 @@ fn assembled(c: &ClusterRecord, verdict: Verdict) -> Assembled {
             .map(|vm| (vm.id.to_string(), vm.name.to_string()))
             .collect(),
         expected_vms: info.expected_vms(),
+        db_ids,
         verdict,
     }
 }

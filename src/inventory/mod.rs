@@ -14,7 +14,7 @@
 //! reads) and the networks, `nodes` runs the node listings in their turns, `vms` reads the VMs
 //! (from the API or the database), `vanished` finds the map rows the API stopped showing.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use tracing::debug;
@@ -23,7 +23,7 @@ use crate::cloudstack::client::Client;
 use crate::cloudstack::error::ApiError;
 use crate::database::Database;
 use crate::remote::NodeLister;
-use crate::snapshot::{PreviousMap, VanishedVm};
+use crate::snapshot::{PreviousMap, RememberedVm, VanishedVm};
 
 pub mod assemble;
 mod clusters;
@@ -91,6 +91,9 @@ pub struct Inventory {
     /// By cluster index, for each checked cluster that did not change during the check: its
     /// map rows the API stopped showing, or the API error that stopped the probe.
     pub vanished: HashMap<usize, Result<Vec<VanishedVm>, String>>,
+    /// By cluster index, for each cluster whose hidden map rows came from the database: the
+    /// mapped VMs to remember by their database id (`PreviousMap::db_ids`).
+    pub db_ids: HashMap<usize, BTreeMap<u64, RememberedVm>>,
     /// Where the hidden map rows came from.
     pub map_source: MapSource,
 }
@@ -172,7 +175,7 @@ pub async fn fetch(
         .into_iter()
         .filter(|&i| again[i] == Reread::Same)
         .collect();
-    let (vanished, from_db) = vanished_rows(
+    let found = vanished_rows(
         api,
         &clusters,
         &unchanged,
@@ -183,14 +186,15 @@ pub async fn fetch(
     )
     .await;
     if let MapSource::Database { clusters, .. } = &mut map_source {
-        *clusters += from_db;
+        *clusters += found.from_db;
     }
     Ok(Inventory {
         clusters,
         vms,
         nodes,
         again,
-        vanished,
+        vanished: found.rows,
+        db_ids: found.db_ids,
         map_source,
     })
 }

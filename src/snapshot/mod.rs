@@ -176,6 +176,16 @@ pub enum VanishedHow {
     DoesNotExist,
 }
 
+/// A mapped VM as its `vm_instance` row named it, remembered by the row's numeric id
+/// (`vm_instance.id`, the map's `vm_id`) from the cycle that saw it dead or removed: once
+/// the row is purged, the map row still names it by this uuid and name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RememberedVm {
+    /// Its uuid.
+    pub id: String,
+    pub name: String,
+}
+
 /// A map row the API no longer shows, confirmed gone by a probe.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VanishedVm {
@@ -217,6 +227,9 @@ pub struct PreviousMap {
     pub expected_vms: u32,
     /// Ids already known to be gone, kept while their finding is open.
     pub vanished: BTreeMap<String, (Option<String>, VanishedHow)>,
+    /// The mapped VMs seen dead or removed in the database, by `vm_instance.id`, kept while a
+    /// map row holds that id.
+    pub db_ids: BTreeMap<u64, RememberedVm>,
     /// Its nodes could not be listed the last time a listing ran: among clusters listed
     /// equally long ago, it waits for the others.
     pub nodes_failed: bool,

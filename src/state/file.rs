@@ -522,6 +522,33 @@ mod tests {
     }
 
     #[test]
+    fn the_vms_remembered_by_database_id_round_trip_and_are_left_out_when_none() {
+        let mut state = State::default();
+        let c = state.clusters.entry("c1".into()).or_default();
+        c.name = "web".into();
+        let vm = crate::snapshot::RememberedVm {
+            id: "6a3bd1f1-57d0-4bd6-a2a0-9e2c1b7c0f3e".into(),
+            name: "web-node-1".into(),
+        };
+        c.db_ids.insert(17, vm);
+        let written = serde_json::to_value(&state).unwrap();
+        assert_eq!(
+            written["clusters"]["c1"]["db_ids"],
+            serde_json::json!({
+                "17": {"id": "6a3bd1f1-57d0-4bd6-a2a0-9e2c1b7c0f3e", "name": "web-node-1"}
+            })
+        );
+        assert_eq!(parse(written.to_string().as_bytes()).unwrap(), state);
+        // None remembered: nothing written, so the file is the previous release's.
+        state.clusters.get_mut("c1").unwrap().db_ids.clear();
+        let written = serde_json::to_value(&state).unwrap();
+        assert!(
+            written["clusters"]["c1"].get("db_ids").is_none(),
+            "{written}"
+        );
+    }
+
+    #[test]
     fn a_state_file_of_the_previous_release_reads_as_written_and_writes_back_the_same() {
         // Findings by key, alert and annotation records by `<cluster id>/<key>` (a finding's,
         // a summary's, a storm's under `cloud`), a queued notification, a storm and the hourly

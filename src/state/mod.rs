@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::base::time::Timestamp;
 use crate::diff::{FindingKey, Mismatch, MismatchKind, Side, Subject, VmRef};
-use crate::snapshot::VanishedHow;
+use crate::snapshot::{RememberedVm, VanishedHow};
 
 /// The schema version written by this release. Version 1 files are read and converted.
 pub const VERSION: u32 = 2;
@@ -134,6 +134,11 @@ pub struct ClusterState {
     /// Mapped VMs found gone, kept while their finding is open.
     #[serde(default)]
     pub vanished: BTreeMap<String, VanishedRecord>,
+    /// With a database: the mapped VMs it showed dead or removed, by `vm_instance.id`, with
+    /// their uuid and name, kept while a map row holds that id. Once CloudStack purges the
+    /// `vm_instance` row (4.20+), the map row names its VM by these, not by the number.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub db_ids: BTreeMap<u64, RememberedVm>,
     /// Its nodes could not be listed the last time a listing of them ran.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub nodes_failed: bool,

@@ -13,7 +13,7 @@ use crate::base::time::Timestamp;
 use crate::config::StormThreshold;
 use crate::diff::wording::reason;
 use crate::diff::{FindingKey, GONE_EXPUNGED, GONE_MISSING, Mismatch, MismatchKind, Side, Subject};
-use crate::snapshot::{ClusterIdentity, PreviousMap, VanishedHow};
+use crate::snapshot::{ClusterIdentity, PreviousMap, RememberedVm, VanishedHow};
 use crate::state::{
     ClusterState, Level, Notification, Outgoing, RecordKey, Reported, State, VanishedRecord,
 };
@@ -41,6 +41,9 @@ pub struct Observed {
     pub mapped: Vec<(String, String)>,
     /// `controlnodes + size + etcdnodes`.
     pub expected_vms: u32,
+    /// The mapped VMs to remember by their database id, when the database gave its hidden
+    /// map rows; `None` keeps what was remembered.
+    pub db_ids: Option<BTreeMap<u64, RememberedVm>>,
     /// Why the nodes could not be listed, in plain words (with `VmsOnly`).
     pub blind_reason: Option<String>,
     /// Whether a listing of its nodes ran this cycle (started, whatever its outcome); not
@@ -166,6 +169,7 @@ pub fn previous_maps(state: &State) -> HashMap<String, PreviousMap> {
                     vms: c.map.clone(),
                     expected_vms: c.expected_vms,
                     vanished,
+                    db_ids: c.db_ids.clone(),
                     nodes_failed: c.nodes_failed,
                     listed_at: c.listed_at,
                 },
@@ -503,7 +507,8 @@ impl<'a> Changes<'a> {
 }
 
 /// Keeps what the next cycle's probe needs: when the nodes were listed and whether that
-/// failed, and, of a cluster compared, its map and the mapped VMs found gone.
+/// failed, and, of a cluster compared, its map, the mapped VMs found gone and, when the
+/// database gave its rows, the mapped VMs it names by their database id.
 fn remember_map(entry: &mut ClusterState, c: &Observed, now: Timestamp) {
     if c.listed {
         entry.listed_at = Some(now);
@@ -512,6 +517,9 @@ fn remember_map(entry: &mut ClusterState, c: &Observed, now: Timestamp) {
     if c.coverage != Coverage::None {
         entry.map = c.mapped.iter().cloned().collect();
         entry.expected_vms = c.expected_vms;
+        if let Some(ids) = &c.db_ids {
+            entry.db_ids.clone_from(ids);
+        }
         entry.vanished = c
             .mismatches
             .iter()

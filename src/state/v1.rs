@@ -113,6 +113,7 @@ impl StateV1 {
                             map: c.map,
                             expected_vms: c.expected_vms,
                             vanished: c.vanished,
+                            db_ids: BTreeMap::new(),
                             nodes_failed: false,
                             listed_at: None,
                             compared_at: None,
@@ -222,6 +223,7 @@ mod tests {
             mismatches: same_findings(),
             mapped: vec![],
             expected_vms: 4,
+            db_ids: None,
             ignored: Default::default(),
         }];
         let settings = StepSettings {

@@ -107,6 +107,7 @@ fn cluster(
             owner_id: None,
         },
         ignored: Default::default(),
+        db_ids: None,
         status,
         skip: None,
         reason: None,

@@ -48,6 +48,7 @@ fn cluster(coverage: Coverage, mismatches: Vec<Mismatch>) -> Observed {
         mismatches,
         mapped: vec![("v1".into(), "web-control-1".into())],
         expected_vms: 3,
+        db_ids: None,
     }
 }
 
@@ -221,6 +222,62 @@ fn a_mapped_vm_keeps_its_key_from_destroyed_to_gone() {
     // Gone: remembered for the next cycle's probe while the finding is open.
     assert_eq!(s.clusters["c1"].vanished["v1"].how, VanishedHow::Expunged);
     assert_eq!(previous_maps(&s)["c1"].vanished.len(), 1);
+}
+
+#[test]
+fn the_vms_remembered_by_database_id_are_kept_until_the_database_says_otherwise() {
+    let ids = |pairs: &[(u64, &str)]| -> BTreeMap<u64, RememberedVm> {
+        pairs
+            .iter()
+            .map(|&(n, id)| {
+                let name = format!("web-node-{id}");
+                (
+                    n,
+                    RememberedVm {
+                        id: id.into(),
+                        name,
+                    },
+                )
+            })
+            .collect()
+    };
+    let mut s = State::default();
+    let observed = |coverage, db_ids: Option<BTreeMap<u64, RememberedVm>>| {
+        let mut c = cluster(coverage, vec![]);
+        c.db_ids = db_ids;
+        report(vec![c], 0)
+    };
+    step(
+        &mut s,
+        &observed(Coverage::Full, Some(ids(&[(2, "v2")]))),
+        &ON,
+        at(0),
+    );
+    assert_eq!(previous_maps(&s)["c1"].db_ids, ids(&[(2, "v2")]));
+    // Read through the API (no database, or it failed), or skipped: kept as it was.
+    step(&mut s, &observed(Coverage::VmsOnly, None), &ON, at(5));
+    step(
+        &mut s,
+        &observed(Coverage::None, Some(BTreeMap::new())),
+        &ON,
+        at(10),
+    );
+    assert_eq!(s.clusters["c1"].db_ids, ids(&[(2, "v2")]));
+    // The database's word replaces it: a map row no longer holding the id forgets it.
+    step(
+        &mut s,
+        &observed(Coverage::Full, Some(ids(&[(3, "v3")]))),
+        &ON,
+        at(15),
+    );
+    assert_eq!(s.clusters["c1"].db_ids, ids(&[(3, "v3")]));
+    step(
+        &mut s,
+        &observed(Coverage::Full, Some(BTreeMap::new())),
+        &ON,
+        at(20),
+    );
+    assert!(previous_maps(&s)["c1"].db_ids.is_empty());
 }
 
 #[test]
