@@ -22,6 +22,18 @@ fn findings(report: &serde_json::Value) -> Vec<(String, String, String)> {
         .collect()
 }
 
+/// Cluster `web` (a control node, two workers) on VMware, whose system UUIDs are not the VMs'
+/// ids, with its control node answering.
+async fn vmware_cluster() -> (TestCloud, String) {
+    let mut world = world_now();
+    world.hypervisor = "VMware".into();
+    let owner = world.admin();
+    let id = world.add_cluster("web", owner, 1, 2, 0);
+    let mut cloud = TestCloud::start(world).await;
+    cloud.control_node(&id).await;
+    (cloud, id)
+}
+
 /// `(id, name)` of the cluster's mapped VMs, in map order.
 fn vms(cloud: &TestCloud, cluster_id: &str) -> Vec<(String, String)> {
     let ids = cloud.map(cluster_id);
@@ -192,12 +204,7 @@ async fn a_world_whose_uuids_match_no_vm_is_compared_by_names_as_before() {
 /// listing is compared by names and a planted node is found.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bare_provider_ids_on_vmware_are_compared_by_names_and_a_planted_node_is_found() {
-    let mut world = world_now();
-    world.hypervisor = "VMware".into();
-    let owner = world.admin();
-    let id = world.add_cluster("web", owner, 1, 2, 0);
-    let mut cloud = TestCloud::start(world).await;
-    cloud.control_node(&id).await;
+    let (cloud, id) = vmware_cluster().await;
     let mut nodes = cloud.node_objects(&id);
     for node in &mut nodes {
         node.provider_id = Some("external-cloudstack".into());
@@ -225,12 +232,7 @@ async fn bare_provider_ids_on_vmware_are_compared_by_names_and_a_planted_node_is
 /// workers, named like their VMs, are their VMs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_of_both_provider_id_forms_has_no_false_finding() {
-    let mut world = world_now();
-    world.hypervisor = "VMware".into();
-    let owner = world.admin();
-    let id = world.add_cluster("web", owner, 1, 2, 0);
-    let mut cloud = TestCloud::start(world).await;
-    cloud.control_node(&id).await;
+    let (cloud, id) = vmware_cluster().await;
     let vms = vms(&cloud, &id);
     let mut nodes = cloud.node_objects(&id);
     nodes[0].provider_id = Some(format!("external-cloudstack://{}", vms[0].0));
