@@ -11,6 +11,7 @@ use cks_drift_sim::NodeRole;
 use cks_drift_sim::mariadb::{PrivateMariaDb, Schema, ServerTls};
 
 use crate::support::cloud::{TestCloud, binary, mismatches, one_cluster, world_now};
+use crate::support::pki::TestCa;
 
 /// Long enough for a few cycles of a small cloud.
 pub(crate) const SOON: Duration = Duration::from_secs(30);
@@ -967,99 +968,10 @@ async fn a_database_older_than_4_16_is_refused_by_its_release() {
     );
 }
 
-/// A private CA and server certificates it signs, made with `openssl` in `dir`.
-struct TestCa {
-    dir: PathBuf,
-}
-
-impl TestCa {
-    fn new(dir: &std::path::Path) -> TestCa {
-        let ca = TestCa {
-            dir: dir.to_path_buf(),
-        };
-        ca.openssl(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.pem",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=cks-drift test CA",
-        ]);
-        ca
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.join(name)
-    }
-
-    fn openssl(&self, args: &[&str]) {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(&self.dir)
-            .output()
-            .expect("run openssl (Debian: apt-get install openssl)");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    /// A server certificate `name` with subject CN `cn` and these subjectAltNames (none, as in
-    /// MySQL's auto-generated certificates, when empty).
-    fn server(&self, name: &str, cn: &str, alt_names: &[&str]) -> ServerTls {
-        let mut ext = String::from("basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n");
-        if !alt_names.is_empty() {
-            ext.push_str(&format!("subjectAltName={}\n", alt_names.join(",")));
-        }
-        std::fs::write(self.path(&format!("{name}.ext")), ext).unwrap();
-        let (key, csr, pem, extfile) = (
-            format!("{name}.key"),
-            format!("{name}.csr"),
-            format!("{name}.pem"),
-            format!("{name}.ext"),
-        );
-        self.openssl(&[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            &key,
-            "-out",
-            &csr,
-            "-subj",
-            &format!("/CN={cn}"),
-        ]);
-        self.openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            &pem,
-            "-days",
-            "2",
-            "-extfile",
-            &extfile,
-        ]);
-        ServerTls {
-            cert: self.path(&pem),
-            key: self.path(&key),
-        }
-    }
+/// The test MariaDB's TLS from server certificate `name` of `ca` (see [`TestCa::server`]).
+fn server_tls(ca: &TestCa, name: &str, cn: &str, alt_names: &[&str]) -> ServerTls {
+    let (cert, key) = ca.server(name, cn, alt_names);
+    ServerTls { cert, key }
 }
 
 /// [`use_database`] with more `[database]` lines.
@@ -1095,7 +1007,8 @@ async fn tls_with_a_certificate_that_names_no_host_says_so_in_validate_and_in_ru
     std::fs::create_dir(&certs).unwrap();
     let ca = TestCa::new(&certs);
     // As MySQL's auto-generated server certificate: a CN and no subjectAltName.
-    let tls = ca.server(
+    let tls = server_tls(
+        &ca,
         "cn-only",
         "MySQL_Server_8.0.36_Auto_Generated_Server_Certificate",
         &[],
@@ -1137,7 +1050,7 @@ async fn tls_with_an_unknown_ca_or_another_name_says_which_setting_fixes_it() {
     let certs = cloud.dir.path().join("certs");
     std::fs::create_dir(&certs).unwrap();
     let ca = TestCa::new(&certs);
-    let tls = ca.server("named", "db.example.test", &["DNS:db.example.test"]);
+    let tls = server_tls(&ca, "named", "db.example.test", &["DNS:db.example.test"]);
     let db = PrivateMariaDb::start_with(Schema::V4_16, Some(tls));
     mirror(&cloud, &db);
     let at = format!("127.0.0.1:{}/cloud", db.port());

@@ -34,6 +34,14 @@ async fn vmware_cluster() -> (TestCloud, String) {
     (cloud, id)
 }
 
+/// The keys of the mismatches in a JSON report, in its order.
+fn keys(report: &serde_json::Value) -> Vec<String> {
+    findings(report)
+        .into_iter()
+        .map(|(_, key, _)| key)
+        .collect()
+}
+
 /// `(id, name)` of the cluster's mapped VMs, in map order.
 fn vms(cloud: &TestCloud, cluster_id: &str) -> Vec<(String, String)> {
     let ids = cloud.map(cluster_id);
@@ -181,10 +189,7 @@ async fn a_world_whose_uuids_match_no_vm_is_compared_by_names_as_before() {
     let (run, by_uuid) = cloud.check_json(&["--no-notify"]).await;
     assert_eq!(run.code, 1, "{run:?}");
     assert_eq!(
-        findings(&by_uuid)
-            .into_iter()
-            .map(|(_, key, _)| key)
-            .collect::<Vec<_>>(),
+        keys(&by_uuid),
         [
             "node_without_vm:gpu-worker-a".to_string(),
             "node_without_vm:manual-node".to_string(),
@@ -217,13 +222,7 @@ async fn bare_provider_ids_on_vmware_are_compared_by_names_and_a_planted_node_is
     let (run, report) = cloud.check_json(&["--no-notify"]).await;
     assert_eq!(run.code, 1, "{run:?}");
     assert_eq!(report["clusters"][0]["status"], "checked", "{report}");
-    assert_eq!(
-        findings(&report)
-            .into_iter()
-            .map(|(_, key, _)| key)
-            .collect::<Vec<_>>(),
-        ["node_without_vm:planted-node".to_string()]
-    );
+    assert_eq!(keys(&report), ["node_without_vm:planted-node".to_string()]);
 }
 
 /// After an upgrade of the cloud provider, the control node is identified by its provider ID
@@ -252,11 +251,5 @@ async fn a_cluster_of_both_provider_id_forms_has_no_false_finding() {
     cloud.node(&id).kube.set_node_objects(nodes);
     let (run, report) = cloud.check_json(&["--no-notify"]).await;
     assert_eq!(run.code, 1, "{run:?}");
-    assert_eq!(
-        findings(&report)
-            .into_iter()
-            .map(|(_, key, _)| key)
-            .collect::<Vec<_>>(),
-        ["node_without_vm:planted-node".to_string()]
-    );
+    assert_eq!(keys(&report), ["node_without_vm:planted-node".to_string()]);
 }

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 pub mod alertmanager;
 pub mod kube_api;
+pub mod pki;
 pub mod sshd;
 
 pub mod cloud;
