@@ -60,6 +60,8 @@ pub const COMMANDS: &[&str] = &[
     "removeAnnotation",
     "listCapabilities",
     "getUser",
+    "listAlertTypes",
+    "listConfigurations",
 ];
 
 /// Runs `command`; `None` if the simulator does not know it.
@@ -84,18 +86,18 @@ pub fn execute(
         "removeAnnotation" => remove_annotation(w, &p),
         "listCapabilities" => Ok(list_capabilities(w, &p)),
         "getUser" => get_user(w, &p),
+        "listAlertTypes" if w.release.has_list_alert_types() => Ok(list_alert_types(w, &p)),
+        "listConfigurations" => list_configurations(w, s, &p),
         _ => return None,
     };
     Some(result)
 }
 
 /// `listCapabilities` (`ListCapabilitiesCmd`, any role): a few of its fields, with the
-/// release's `cloudstackversion`.
+/// release's `cloudstackversion` and the fields that came with a release
+/// (`CapabilitiesResponse`).
 fn list_capabilities(w: &World, p: &Params) -> String {
-    object_body(
-        &p.command,
-        "capability",
-        &json!({
+    let mut capability = json!({
             "securitygroupsenabled": false,
             "dynamicrolesenabled": true,
             "cloudstackversion": w.release.version(),
@@ -109,12 +111,98 @@ fn list_capabilities(w: &World, p: &Params) -> String {
             "kubernetesclusterexperimentalfeaturesenabled": false,
             "apilimitinterval": 1,
             "apilimitmax": 25,
-        }),
-    )
+    });
+    if w.release.has_additional_config_capability() {
+        capability["additionalconfigenabled"] = json!(false);
+    }
+    if w.release.has_snapshot_chain_size_capability() {
+        capability["snapshotshowchainsize"] = json!(false);
+    }
+    object_body(&p.command, "capability", &capability)
 }
 
-/// `getUser userapikey=` (`GetUserCmd`, an admin command; the same on 4.16 to 4.22): the
-/// user that holds the key, or 431 / 4350. `secretkey` is left out, as it is unless
+/// `listAlertTypes` (`ListAlertTypesCmd`, a `BaseCmd`: no paging; 4.19.1 on): every default
+/// alert type, one entry per name (`AlertType.getAlertTypes()` is a set of types, and a
+/// number two types share is listed twice), `count` their number.
+fn list_alert_types(w: &World, p: &Params) -> String {
+    let rows: Vec<Value> = w
+        .release
+        .default_alert_types()
+        .into_iter()
+        .flat_map(|(t, names)| names.into_iter().map(move |n| (t, n)))
+        .map(|(t, name)| {
+            let mut row = json!({"alerttypeid": t, "name": name});
+            if w.release.has_repetition_allowed() {
+                // `AlertManagerImpl`'s types raised in-server without de-duplication.
+                row["repetitionallowed"] = json!(false);
+            }
+            row
+        })
+        .collect();
+    list_body(&p.command, "alerttype", rows.len(), &rows)
+}
+
+/// The setting of the management server's own VM map check (apache/cloudstack PR 14666,
+/// `KubernetesClusterService`): global, dynamic, default true.
+pub const VM_MAP_CHECK_SETTING: &str = "cloud.kubernetes.cluster.vm.map.check.enabled";
+
+/// `listConfigurations` (`ListCfgsByCmd`, `ManagementServerImpl.searchForConfigurations`):
+/// global settings whose name holds `name` (`LIKE %name%`), by name, paged. The world knows
+/// two: `encode.api.response` and, on a server with its own VM map check, that check's
+/// setting. `component`, `group`, `subgroup`, `defaultvalue`, `displaytext` and `type` came in
+/// 4.18 (`ConfigurationResponse`).
+fn list_configurations(w: &World, s: &Settings, p: &Params) -> Result<String, ApiError> {
+    let mut rows: Vec<(&str, String, &str, &str, &str)> = vec![(
+        "encode.api.response",
+        s.encode_api_response.to_string(),
+        "false",
+        "Advanced",
+        "ManagementServer",
+    )];
+    if let Some(on) = w.vm_map_check {
+        rows.push((
+            VM_MAP_CHECK_SETTING,
+            on.to_string(),
+            "true",
+            "Advanced",
+            "KubernetesClusterService",
+        ));
+    }
+    rows.sort_by_key(|r| r.0);
+    let name = p.get("name");
+    let rows: Vec<Value> = rows
+        .into_iter()
+        .filter(|r| name.is_none_or(|n| like_contains(r.0, n)))
+        .map(|(name, value, default, category, component)| {
+            let mut row = json!({
+                "category": category,
+                "name": name,
+                "value": value,
+                "description": "",
+                "isdynamic": name == VM_MAP_CHECK_SETTING,
+            });
+            if w.release >= crate::release::Release::V4_18 {
+                row["component"] = json!(component);
+                row["defaultvalue"] = json!(default);
+                row["displaytext"] = json!(name);
+                row["type"] = json!("Boolean");
+            }
+            row
+        })
+        .collect();
+    let page = paging(p, s.max_page_size)?;
+    let count = rows.len();
+    Ok(list_body(
+        &p.command,
+        "configuration",
+        count,
+        &page.apply(rows),
+    ))
+}
+
+/// `getUser userapikey=` (`GetUserCmd`, an admin command; the same on 4.16 to 4.22.1; on
+/// 4.23 the key is looked up in `cloud.api_keypair`, PR 9504, with the same answer and the
+/// same error, PR 12938): the user that holds the key, or 431 / 4350. `secretkey` is left out, as it is unless
 /// `use.secret.key.in.response` is true.
 fn get_user(w: &World, p: &Params) -> Result<String, ApiError> {
     let key = p.required("userapikey")?;
@@ -123,6 +211,12 @@ fn get_user(w: &World, p: &Params) -> Result<String, ApiError> {
             "User with specified API key does not exist",
         ));
     }
+    // On 4.23 the answer's `apikey` is the user's newest key pair
+    // (`ApiKeyPairDao.getLastApiKeyCreatedByUser`), not the one asked about.
+    let apikey = match &w.caller_newer_api_key {
+        Some(newer) if w.release.has_api_key_pairs() => newer.clone(),
+        _ => w.caller_api_key.clone(),
+    };
     let domain = w.root_domain_id().to_string();
     let role_name = match w.caller_role_type.as_str() {
         "Admin" => "Root Admin",
@@ -148,7 +242,7 @@ fn get_user(w: &World, p: &Params) -> Result<String, ApiError> {
             "rolename": role_name,
             "domainid": domain,
             "domain": "ROOT",
-            "apikey": w.caller_api_key,
+            "apikey": apikey,
             "iscallerchilddomain": false,
             "isdefault": true,
         }),
@@ -191,11 +285,30 @@ fn list_kubernetes_clusters(w: &World, s: &Settings, p: &Params) -> Result<Strin
     // Only the requested page is rendered: the count needs the matches, not their JSON.
     let matched = matches.len();
     let ix = Index::with_vms(w);
-    let rendered: Vec<Value> = page
-        .apply(matches)
-        .into_iter()
-        .map(|c| cluster_json(w, &ix, c))
-        .collect();
+    let page = page.apply(matches);
+    if w.release.cluster_vms_by_internal_id() {
+        // `Collectors.toMap(vmId, row)` without a merge function (PR 12386): a VM mapped
+        // twice throws `IllegalStateException`, which `ApiServer` answers with 530.
+        for c in &page {
+            if let Some(twice) = c
+                .map
+                .iter()
+                .enumerate()
+                .find(|(i, id)| c.map[..*i].contains(id))
+            {
+                let internal = w
+                    .vms
+                    .iter()
+                    .position(|v| v.id == *twice.1)
+                    .map_or(0, |i| i + 1);
+                return Err(runtime_error(format!(
+                    "Duplicate key {internal} (attempted merging values KubernetesClusterVmMapVO and \
+                     KubernetesClusterVmMapVO)"
+                )));
+            }
+        }
+    }
+    let rendered: Vec<Value> = page.into_iter().map(|c| cluster_json(w, &ix, c)).collect();
     // Before 4.19.1 `count` is the rows of this page (see `Release::counts_cluster_page_rows`).
     let count = if w.release.counts_cluster_page_rows() {
         rendered.len()
@@ -420,55 +533,6 @@ fn date_param(p: &Params, name: &str) -> Result<Option<SimTime>, ApiError> {
     }
 }
 
-/// Built-in alert types and the names `AlertType.generateAlert` requires for them. Types
-/// with two or three names pick one unpredictably in the server; any of them is accepted.
-const BUILTIN_ALERT_NAMES: &[(i16, &[&str])] = &[
-    (0, &["ALERT.MEMORY"]),
-    (1, &["ALERT.CPU"]),
-    (2, &["ALERT.STORAGE"]),
-    (3, &["ALERT.STORAGE.ALLOCATED"]),
-    (4, &["ALERT.NETWORK.PUBLICIP"]),
-    (5, &["ALERT.NETWORK.PRIVATEIP"]),
-    (6, &["ALERT.STORAGE.SECONDARY"]),
-    (7, &["ALERT.COMPUTE.HOST"]),
-    (8, &["ALERT.USERVM"]),
-    (9, &["ALERT.SERVICE.DOMAINROUTER"]),
-    (
-        10,
-        &["ALERT.SERVICE.CONSOLEPROXY", "ALERT.NETWORK.IPV6SUBNET"],
-    ),
-    (11, &["ALERT.NETWORK.ROUTING"]),
-    (12, &["ALERT.STORAGE.MISC"]),
-    (13, &["ALERT.USAGE"]),
-    (14, &["ALERT.MANAGEMENT"]),
-    (15, &["ALERT.NETWORK.DOMAINROUTERMIGRATE"]),
-    (16, &["ALERT.SERVICE.CONSOLEPROXYMIGRATE"]),
-    (17, &["ALERT.USERVM.MIGRATE"]),
-    (18, &["ALERT.NETWORK.VLAN"]),
-    (19, &["ALERT.SERVICE.SSVM"]),
-    (20, &["ALERT.USAGE.RESULT", "ALERT.STORAGE.OBJECT"]),
-    (21, &["ALERT.STORAGE.DELETE", "ALERT.STORAGE.BACKUP"]),
-    (22, &["ALERT.RESOURCE.COUNT"]),
-    (23, &["ALERT.USAGE.SANITY"]),
-    (24, &["ALERT.NETWORK.DIRECTPUBLICIP"]),
-    (25, &["ALERT.STORAGE.LOCAL"]),
-    (26, &["ALERT.RESOURCE.EXCEED"]),
-    (27, &["ALERT.TYPE.SYNC"]),
-    (28, &["ALERT.UPLOAD.FAILED"]),
-    (29, &["ALERT.OOBM.AUTHERROR"]),
-    (30, &["ALERT.HA.ACTION"]),
-    (31, &["ALERT.CA.CERT"]),
-    (
-        32,
-        &[
-            "ALERT.VM.SNAPSHOT",
-            "ALERT.VR.PUBLIC.IFACE.MTU",
-            "ALERT.VR.PRIVATE.IFACE.MTU",
-        ],
-    ),
-    (33, &["ALERT.TYPE.EXTENSION.PATH.NOT.READY"]),
-];
-
 /// `generateAlert`: parameters are checked synchronously (required, lengths, uuids); the
 /// rest happens in the async job (see [`run_job`]).
 fn generate_alert(w: &mut World, s: &Settings, p: &Params) -> Result<String, ApiError> {
@@ -557,7 +621,8 @@ fn store_alert(
     zone_id: Option<String>,
     pod_id: Option<String>,
 ) -> Result<(), ApiError> {
-    if let Some((_, names)) = BUILTIN_ALERT_NAMES.iter().find(|(t, _)| *t == alert_type)
+    let defaults = w.release.default_alert_types();
+    if let Some((_, names)) = defaults.iter().find(|(t, _)| *t == alert_type)
         && !names.iter().any(|n| n.eq_ignore_ascii_case(name))
     {
         // Raised inside the job; the job dispatcher turns it into a 431 job failure.

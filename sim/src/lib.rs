@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-pub use commands::{COMMANDS, Settings};
+pub use commands::{COMMANDS, Settings, VM_MAP_CHECK_SETTING};
 pub use http::{CONTENT_TYPE, FakeCloudStack, decode_pairs};
 pub use query::{ApiError, DEFAULT_PAGE_SIZE};
 pub use release::Release;
@@ -38,9 +38,9 @@ pub use render::{error_body, response_key};
 pub use time::SimTime;
 pub use world::{
     CALLER_ACCOUNT, ClusterSpec, JobOutcome, JobWork, NetworkLayout, NetworkType, NodeRole,
-    ROOT_DOMAIN, SimAccount, SimAlert, SimAnnotation, SimCluster, SimDomain, SimJob, SimNetwork,
-    SimNic, SimOwner, SimProject, SimPublicIp, SimVm, SimZone, World, cks_hex, etcd_name_prefix,
-    node_name_prefix,
+    ROOT_DOMAIN, SimAccount, SimAlert, SimAnnotation, SimCluster, SimDomain, SimEvent, SimJob,
+    SimNetwork, SimNic, SimOwner, SimProject, SimPublicIp, SimVm, SimZone, VM_MAP_CHECK_EVENT,
+    World, cks_hex, etcd_name_prefix, node_name_prefix,
 };
 
 /// The text of every authentication failure, and of an unknown command.
@@ -228,6 +228,15 @@ impl Sim {
             command: command.to_string(),
             params: normalized.clone(),
         });
+        // On 4.23 a key pair with rules of its own is refused every command the rules do
+        // not allow, while the request is verified (`ApiServer.commandAvailable`: a
+        // `PermissionDeniedException` from `checkCommandAvailable` becomes a 401, PR 9504).
+        if let Some(err) = key_pair_refusal(&inner.world, command) {
+            return Answer {
+                status: err.code,
+                body: error_body(&response_key(command), &err),
+            };
+        }
         // What the server refuses before the command runs (see `params`).
         let checked = params::check_characters(params)
             .and_then(|()| params::check_declared(command, &normalized));
@@ -277,6 +286,24 @@ impl Sim {
             },
         }
     }
+}
+
+/// The refusal of `command` for a 4.23 key pair whose own rules do not allow it.
+fn key_pair_refusal(w: &World, command: &str) -> Option<ApiError> {
+    let allows = w.caller_key_pair_allows.as_ref()?;
+    if !w.release.has_api_key_pairs() || !Sim::knows(command) {
+        return None;
+    }
+    if allows.iter().any(|c| c.eq_ignore_ascii_case(command)) {
+        return None;
+    }
+    Some(ApiError {
+        code: 401,
+        cs_code: Some(query::CS_SERVER_API),
+        text: format!(
+            "The given command '{command}' either does not exist, is not available for user."
+        ),
+    })
 }
 
 #[cfg(test)]

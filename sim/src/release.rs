@@ -3,8 +3,9 @@
 //! source file and the pull request of apache/cloudstack that made the difference; the
 //! handlers in `commands` and `render` ask these switches, never the version number.
 //!
-//! Read against the release branches 4.16, 4.18, 4.19, 4.20, 4.21 and main (4.22); the
-//! project's `docs/cloudstack-releases.md` lists the same differences for operators.
+//! Read against the release points 4.16, 4.18, 4.19, 4.20, 4.21, 4.22.0, 4.22.1 and `main` of
+//! 2026-06-11 (4.23.0.0-SNAPSHOT); the project's `docs/cloudstack-releases.md` lists the same
+//! differences for operators.
 
 /// A release line, with the version `listCapabilities` answers for it. Ordered: a later
 /// variant is a later release.
@@ -17,12 +18,17 @@ pub enum Release {
     V4_19_1,
     V4_20,
     V4_21,
+    /// 4.22.0.0 as released (the same code as `main` of 2025-10-30).
     V4_22,
+    V4_22_1,
+    /// `main` of 2026-06-11, 4.23.0.0-SNAPSHOT: API key pairs (PR 9504), per-node-type
+    /// affinity groups (PR 12386).
+    V4_23,
 }
 
 impl Release {
     /// The releases cks-drift supports, oldest first: the integration tests run against each.
-    pub const SUPPORTED: [Release; 7] = [
+    pub const SUPPORTED: [Release; 9] = [
         Release::V4_16,
         Release::V4_18,
         Release::V4_19_0,
@@ -30,10 +36,12 @@ impl Release {
         Release::V4_20,
         Release::V4_21,
         Release::V4_22,
+        Release::V4_22_1,
+        Release::V4_23,
     ];
 
-    /// The newest release: what a `World` answers as unless told otherwise.
-    pub const NEWEST: Release = Release::V4_22;
+    /// The newest release made: what a `World` answers as unless told otherwise.
+    pub const NEWEST: Release = Release::V4_22_1;
 
     /// `listCapabilities`' `cloudstackversion` (`ManagementServerImpl.getVersion`: the
     /// implementation version of the management server's jar, four numbers).
@@ -47,6 +55,8 @@ impl Release {
             Release::V4_20 => "4.20.1.0",
             Release::V4_21 => "4.21.0.0",
             Release::V4_22 => "4.22.0.0",
+            Release::V4_22_1 => "4.22.1.0",
+            Release::V4_23 => "4.23.0.0-SNAPSHOT",
         }
     }
 
@@ -68,7 +78,9 @@ impl Release {
             Release::V4_19_1 => "4.19.1",
             Release::V4_20 => "4.20",
             Release::V4_21 => "4.21",
-            Release::V4_22 => "4.22",
+            Release::V4_22 => "4.22.0",
+            Release::V4_22_1 => "4.22.1",
+            Release::V4_23 => "4.23",
         }
     }
 
@@ -92,7 +104,9 @@ impl Release {
     pub fn minus_one_networks(self) -> MinusOneNetworks {
         match self {
             Release::V4_15 | Release::V4_16 => MinusOneNetworks::ProjectsOnly,
-            Release::V4_19_1 | Release::V4_22 => MinusOneNetworks::All,
+            Release::V4_19_1 | Release::V4_22 | Release::V4_22_1 | Release::V4_23 => {
+                MinusOneNetworks::All
+            }
             _ => MinusOneNetworks::ProjectsAndDomainWide,
         }
     }
@@ -133,7 +147,132 @@ impl Release {
     pub fn has_vnf_nics_detail(self) -> bool {
         self >= Release::V4_19_0
     }
+
+    /// `listAlertTypes` exists (`ListAlertTypesCmd`, PR 8630, first in 4.19.1): the default
+    /// alert types, each `alerttypeid` and `name`; `repetitionallowed` too on 4.23 (PR 11325,
+    /// `AlertTypeResponse`). Before, the command is unknown.
+    pub fn has_list_alert_types(self) -> bool {
+        self >= Release::V4_19_1
+    }
+
+    /// `AlertTypeResponse` answers `repetitionallowed` (PR 11325, on `main` only).
+    pub fn has_repetition_allowed(self) -> bool {
+        self >= Release::V4_23
+    }
+
+    /// The default alert types (`AlertService.AlertType`, created with `isDefault`), by number
+    /// with every name the number has: `generateAlert` refuses a number of these under any
+    /// other name. Several names share a number where a pull request reused one; the server
+    /// asks whichever its `HashSet` yields first.
+    /// - 4.16: 0 to 32, one name each (32 `ALERT.VM.SNAPSHOT`).
+    /// - 4.17 (PR 5786): `ALERT.NETWORK.IPV6SUBNET` at 10.
+    /// - 4.18 (PR 6426): `ALERT.VR.PUBLIC.IFACE.MTU` and `ALERT.VR.PRIVATE.IFACE.MTU` at 32.
+    /// - 4.21 (PR 9752, PR 10140): `ALERT.TYPE.EXTENSION.PATH.NOT.READY` at 33,
+    ///   `ALERT.STORAGE.OBJECT` at 20 and `ALERT.STORAGE.BACKUP` at 21.
+    /// - 4.22.1 (PR 12527, `schema-42200to42210.sql`): the MTU types move to 33 and 34.
+    /// - 4.23 (`main`, PR 12193): `ALERT.S2S.VPN.GATEWAY.OBSOLETE.PARAMETERS` at 34.
+    ///
+    /// The 4.20 line took PR 12527 in 4.20.3, after the 4.20.1 modelled here.
+    pub fn default_alert_types(self) -> Vec<(i16, Vec<&'static str>)> {
+        let mut types: Vec<(i16, Vec<&'static str>)> = DEFAULT_ALERT_TYPES_4_16
+            .iter()
+            .map(|(t, n)| (*t, vec![*n]))
+            .collect();
+        let mut add = |t: i16, name: &'static str| match types.iter_mut().find(|(n, _)| *n == t) {
+            Some((_, names)) => names.push(name),
+            None => types.push((t, vec![name])),
+        };
+        if self >= Release::V4_18 {
+            add(10, "ALERT.NETWORK.IPV6SUBNET");
+        }
+        let (public_mtu, private_mtu) = if self >= Release::V4_22_1 {
+            (33, 34)
+        } else {
+            (32, 32)
+        };
+        if self >= Release::V4_18 {
+            add(public_mtu, "ALERT.VR.PUBLIC.IFACE.MTU");
+            add(private_mtu, "ALERT.VR.PRIVATE.IFACE.MTU");
+        }
+        if self >= Release::V4_21 {
+            add(33, "ALERT.TYPE.EXTENSION.PATH.NOT.READY");
+            add(20, "ALERT.STORAGE.OBJECT");
+            add(21, "ALERT.STORAGE.BACKUP");
+        }
+        if self >= Release::V4_23 {
+            add(34, "ALERT.S2S.VPN.GATEWAY.OBSOLETE.PARAMETERS");
+        }
+        types.sort_by_key(|(t, _)| *t);
+        types
+    }
+
+    /// `listCapabilities` answers `additionalconfigenabled` (PR 11719: 4.20.2 and 4.22.0, not
+    /// 4.21.0; the 4.20 modelled here is 4.20.1).
+    pub fn has_additional_config_capability(self) -> bool {
+        self >= Release::V4_22
+    }
+
+    /// `listCapabilities` answers `snapshotshowchainsize` (PR 12468, 4.22.1).
+    pub fn has_snapshot_chain_size_capability(self) -> bool {
+        self >= Release::V4_22_1
+    }
+
+    /// API keys live in `cloud.api_keypair` (PR 9504, `schema-42210to42300.sql`): a user may
+    /// hold several key pairs, each with its own permission rules that can only narrow the
+    /// account's role (`ApiKeyPairManagerImpl`). `getUser userapikey=` finds the user through
+    /// the pair (`AccountManagerImpl.getUserByApiKey`) and answers as `apikey` the user's
+    /// newest pair, not necessarily the one asked about.
+    pub fn has_api_key_pairs(self) -> bool {
+        self >= Release::V4_23
+    }
+
+    /// `listKubernetesClusters` builds `virtualmachines` from a `HashMap` keyed by the VMs'
+    /// internal ids, collected with `Collectors.toMap` without a merge function
+    /// (`KubernetesClusterManagerImpl.createKubernetesClusterResponse`, PR 12386): the rows
+    /// come in internal-id order, not map order, and two map rows of one VM fail the whole
+    /// listing with 530 (`IllegalStateException: Duplicate key`).
+    pub fn cluster_vms_by_internal_id(self) -> bool {
+        self >= Release::V4_23
+    }
 }
+
+/// The default alert types of 4.16.0 (`AlertService.AlertType`; the numbers of the capacity
+/// types are `Capacity`'s).
+const DEFAULT_ALERT_TYPES_4_16: &[(i16, &str)] = &[
+    (0, "ALERT.MEMORY"),
+    (1, "ALERT.CPU"),
+    (2, "ALERT.STORAGE"),
+    (3, "ALERT.STORAGE.ALLOCATED"),
+    (4, "ALERT.NETWORK.PUBLICIP"),
+    (5, "ALERT.NETWORK.PRIVATEIP"),
+    (6, "ALERT.STORAGE.SECONDARY"),
+    (7, "ALERT.COMPUTE.HOST"),
+    (8, "ALERT.USERVM"),
+    (9, "ALERT.SERVICE.DOMAINROUTER"),
+    (10, "ALERT.SERVICE.CONSOLEPROXY"),
+    (11, "ALERT.NETWORK.ROUTING"),
+    (12, "ALERT.STORAGE.MISC"),
+    (13, "ALERT.USAGE"),
+    (14, "ALERT.MANAGEMENT"),
+    (15, "ALERT.NETWORK.DOMAINROUTERMIGRATE"),
+    (16, "ALERT.SERVICE.CONSOLEPROXYMIGRATE"),
+    (17, "ALERT.USERVM.MIGRATE"),
+    (18, "ALERT.NETWORK.VLAN"),
+    (19, "ALERT.SERVICE.SSVM"),
+    (20, "ALERT.USAGE.RESULT"),
+    (21, "ALERT.STORAGE.DELETE"),
+    (22, "ALERT.RESOURCE.COUNT"),
+    (23, "ALERT.USAGE.SANITY"),
+    (24, "ALERT.NETWORK.DIRECTPUBLICIP"),
+    (25, "ALERT.STORAGE.LOCAL"),
+    (26, "ALERT.RESOURCE.EXCEED"),
+    (27, "ALERT.TYPE.SYNC"),
+    (28, "ALERT.UPLOAD.FAILED"),
+    (29, "ALERT.OOBM.AUTHERROR"),
+    (30, "ALERT.HA.ACTION"),
+    (31, "ALERT.CA.CERT"),
+    (32, "ALERT.VM.SNAPSHOT"),
+];
 
 /// What `listNetworks listall=true projectid=-1` shows the root admin (see
 /// [`Release::minus_one_networks`]).
@@ -161,7 +300,7 @@ mod tests {
         assert!(Release::SUPPORTED.windows(2).all(|w| w[0] < w[1]));
         versions.dedup();
         assert_eq!(versions.len(), Release::SUPPORTED.len());
-        assert_eq!(Release::default(), Release::V4_22);
+        assert_eq!(Release::default(), Release::V4_22_1);
     }
 
     #[test]
@@ -184,5 +323,52 @@ mod tests {
         assert!(Release::V4_20.has_network_mode());
         assert!(!Release::V4_20.has_cluster_node_flags());
         assert!(Release::V4_21.has_cluster_node_flags());
+        assert!(!Release::V4_19_0.has_list_alert_types());
+        assert!(Release::V4_19_1.has_list_alert_types());
+        assert!(!Release::V4_22_1.has_api_key_pairs());
+        assert!(Release::V4_23.has_api_key_pairs());
+    }
+
+    fn names(release: Release, t: i16) -> Vec<&'static str> {
+        release
+            .default_alert_types()
+            .into_iter()
+            .find(|(n, _)| *n == t)
+            .map(|(_, names)| names)
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn default_alert_types_follow_each_release() {
+        let highest = |r: Release| r.default_alert_types().last().map(|(t, _)| *t);
+        assert_eq!(highest(Release::V4_16), Some(32));
+        assert_eq!(highest(Release::V4_20), Some(32));
+        assert_eq!(highest(Release::V4_21), Some(33));
+        assert_eq!(highest(Release::V4_22), Some(33));
+        assert_eq!(highest(Release::V4_22_1), Some(34));
+        assert_eq!(
+            names(Release::V4_16, 10),
+            vec!["ALERT.SERVICE.CONSOLEPROXY"]
+        );
+        assert_eq!(names(Release::V4_20, 32).len(), 3);
+        assert_eq!(names(Release::V4_22_1, 32), vec!["ALERT.VM.SNAPSHOT"]);
+        assert_eq!(
+            names(Release::V4_22_1, 33),
+            vec![
+                "ALERT.VR.PUBLIC.IFACE.MTU",
+                "ALERT.TYPE.EXTENSION.PATH.NOT.READY"
+            ]
+        );
+        assert_eq!(
+            names(Release::V4_22_1, 34),
+            vec!["ALERT.VR.PRIVATE.IFACE.MTU"]
+        );
+        assert_eq!(
+            names(Release::V4_23, 34),
+            vec![
+                "ALERT.VR.PRIVATE.IFACE.MTU",
+                "ALERT.S2S.VPN.GATEWAY.OBSOLETE.PARAMETERS"
+            ]
+        );
     }
 }

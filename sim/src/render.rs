@@ -177,6 +177,15 @@ impl<'a> Index<'a> {
         }
     }
 
+    /// A VM's internal id: its place in creation order, from 1.
+    fn internal_id(&self, id: &str) -> usize {
+        self.world
+            .vms
+            .iter()
+            .position(|v| v.id == id)
+            .map_or(0, |i| i + 1)
+    }
+
     fn network(&self, id: &str) -> Option<&'a SimNetwork> {
         self.networks.get(id).copied()
     }
@@ -270,10 +279,14 @@ pub fn cluster_json(w: &World, ix: &Index, c: &SimCluster) -> Value {
     put(&mut m, "cpunumber", "2");
     put(&mut m, "memory", "2048");
     put(&mut m, "endpoint", c.endpoint.as_str());
-    let vms: Vec<Value> = c
-        .map
-        .iter()
-        .filter_map(|id| ix.vm(id))
+    let mut mapped: Vec<&SimVm> = c.map.iter().filter_map(|id| ix.vm(id)).collect();
+    if w.release.cluster_vms_by_internal_id() {
+        // 4.23 emits the rows from a `HashMap` keyed by the VMs' internal ids (PR 12386),
+        // which iterates small `Long` keys in ascending order: creation order here.
+        mapped.sort_by_key(|vm| ix.internal_id(&vm.id));
+    }
+    let vms: Vec<Value> = mapped
+        .into_iter()
         .filter(|vm| !vm.removed)
         .map(|vm| {
             let mut row = vm_json(w, ix, vm, true);

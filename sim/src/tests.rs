@@ -1239,7 +1239,7 @@ fn encode_api_response_url_encodes_every_string_of_every_answer() {
     let (_, caps) = call(&sim, "listCapabilities", &[]);
     assert_eq!(
         caps["listcapabilitiesresponse"]["capability"]["cloudstackversion"],
-        "4%2E22%2E0%2E0"
+        "4%2E22%2E1%2E0"
     );
     let (status, err) = call(&sim, "listKubernetesClusters", &[("clustertype", "x y")]);
     assert_eq!(status, 431);
@@ -1251,3 +1251,5 @@ fn encode_api_response_url_encodes_every_string_of_every_answer() {
         "{err}"
     );
 }
+
+mod next_releases;

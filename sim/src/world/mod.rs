@@ -11,13 +11,15 @@ mod build;
 mod faults;
 mod model;
 mod naming;
+mod vm_map_check;
 
 pub use model::{
     CALLER_ACCOUNT, ClusterSpec, JobOutcome, JobWork, NetworkLayout, NetworkType, NodeRole,
-    ROOT_DOMAIN, SimAccount, SimAlert, SimAnnotation, SimCluster, SimDomain, SimJob, SimNetwork,
-    SimNic, SimOwner, SimProject, SimPublicIp, SimVm, SimZone,
+    ROOT_DOMAIN, SimAccount, SimAlert, SimAnnotation, SimCluster, SimDomain, SimEvent, SimJob,
+    SimNetwork, SimNic, SimOwner, SimProject, SimPublicIp, SimVm, SimZone,
 };
 pub use naming::{cks_hex, etcd_name_prefix, node_name_prefix};
+pub use vm_map_check::VM_MAP_CHECK_EVENT;
 
 use super::time::SimTime;
 
@@ -46,6 +48,20 @@ pub struct World {
     pub caller_role_type: String,
     /// The caller's API key, which `getUser userapikey=` finds; set by the HTTP server.
     pub caller_api_key: String,
+    /// On 4.23 (key pairs): the API key of a key pair the caller's user made after the one
+    /// it signs with; `getUser` then answers it as `apikey`.
+    pub caller_newer_api_key: Option<String>,
+    /// On 4.23 (key pairs): the commands the rules of the caller's key pair allow, when it has
+    /// rules of its own (`None`: the role's). Any other command is refused before it runs.
+    pub caller_key_pair_allows: Option<Vec<String>>,
+    /// The management server's own VM map check (apache/cloudstack PR 14666): `None` on a
+    /// release without it, else its setting `cloud.kubernetes.cluster.vm.map.check.enabled`.
+    pub vm_map_check: Option<bool>,
+    /// What the server's own VM map check reported, per cluster id: the keys it holds in the
+    /// cluster details `vmMapCheckReportedVmDrift` / `vmMapCheckReportedNodeDrift`.
+    pub vm_map_check_reported: std::collections::BTreeMap<String, Vec<String>>,
+    /// Events the server recorded (`listEvents`), oldest first: the VM map check's.
+    pub events: Vec<SimEvent>,
     /// The hypervisor of the VMs created from now on (`KVM` unless a test says otherwise).
     pub hypervisor: String,
     next_id: u64,
@@ -71,6 +87,11 @@ impl World {
             admin_user_id: String::new(),
             caller_role_type: "Admin".to_string(),
             caller_api_key: String::new(),
+            caller_newer_api_key: None,
+            caller_key_pair_allows: None,
+            vm_map_check: None,
+            vm_map_check_reported: std::collections::BTreeMap::new(),
+            events: Vec::new(),
             hypervisor: "KVM".to_string(),
             next_id: 0,
             next_vm_number: 0,

@@ -321,3 +321,18 @@ impl ClusterSpec {
         }
     }
 }
+
+/// An event of the `event` table, as the management server's own VM map check records them
+/// (`ActionEventUtils.onActionEvent`: on the cluster, `display` false).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimEvent {
+    pub id: String,
+    /// `KUBERNETES.CLUSTER.VM.MAP.CHECK`.
+    pub event_type: String,
+    /// `WARN` for a mismatch, `INFO` when the cluster matches again.
+    pub level: String,
+    pub description: String,
+    /// The cluster's uuid.
+    pub resource_id: String,
+    pub created: SimTime,
+}
