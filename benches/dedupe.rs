@@ -10,6 +10,7 @@ use cks_drift::state::step::{Coverage, Observed, StepSettings, step};
 
 fn observed(findings: usize) -> Vec<Observed> {
     vec![Observed {
+        left_to_server: Default::default(),
         cluster: cks_drift::snapshot::ClusterIdentity {
             id: "c1".into(),
             name: "web".into(),

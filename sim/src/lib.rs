@@ -228,13 +228,12 @@ impl Sim {
             command: command.to_string(),
             params: normalized.clone(),
         });
-        // On 4.23 a key pair with rules of its own is refused every command the rules do
-        // not allow, while the request is verified (`ApiServer.commandAvailable`: a
-        // `PermissionDeniedException` from `checkCommandAvailable` becomes a 401, PR 9504).
-        if let Some(err) = key_pair_refusal(&inner.world, command) {
+        // A command the caller's role (a custom one) or, on 4.23, its key pair's own rules
+        // do not allow is refused while the request is verified.
+        if let Some(err) = role_refusal(&inner.world, command) {
             return Answer {
                 status: err.code,
-                body: error_body(&response_key(command), &err),
+                body: error_body("errorresponse", &err),
             };
         }
         // What the server refuses before the command runs (see `params`).
@@ -288,21 +287,32 @@ impl Sim {
     }
 }
 
-/// The refusal of `command` for a 4.23 key pair whose own rules do not allow it.
-fn key_pair_refusal(w: &World, command: &str) -> Option<ApiError> {
-    let allows = w.caller_key_pair_allows.as_ref()?;
-    if !w.release.has_api_key_pairs() || !Sim::knows(command) {
+/// The refusal of `command` by the caller's custom role (`caller_role_denies`) or, on 4.23, by
+/// its key pair's own rules (`caller_key_pair_allows`): `DynamicRoleBasedAPIAccessChecker`
+/// throws `UnavailableCommandException`, which `ApiServer.commandAvailable` answers with 432
+/// under `errorresponse`, cserrorcode 9999 (`ServerApiException`), and the checker's text,
+/// which changed with PR 6412 (4.18), PR 9840 (4.20.1) and PR 9504 (4.23).
+fn role_refusal(w: &World, command: &str) -> Option<ApiError> {
+    if !Sim::knows(command) {
         return None;
     }
-    if allows.iter().any(|c| c.eq_ignore_ascii_case(command)) {
+    let by_role = w
+        .caller_role_denies
+        .iter()
+        .any(|c| c.eq_ignore_ascii_case(command));
+    let by_pair = w.release.has_api_key_pairs()
+        && w.caller_key_pair_allows
+            .as_ref()
+            .is_some_and(|allows| !allows.iter().any(|c| c.eq_ignore_ascii_case(command)));
+    if !by_role && !by_pair {
         return None;
     }
     Some(ApiError {
-        code: 401,
+        code: 432,
         cs_code: Some(query::CS_SERVER_API),
-        text: format!(
-            "The given command '{command}' either does not exist, is not available for user."
-        ),
+        text: w
+            .release
+            .unavailable_command_text(command, CALLER_ACCOUNT, &w.admin_user_id),
     })
 }
 

@@ -206,6 +206,29 @@ impl Release {
         types
     }
 
+    /// The text of a command the caller's role does not allow
+    /// (`DynamicRoleBasedAPIAccessChecker.checkAccess`, `UnavailableCommandException`): PR 6412
+    /// (4.18) named the account as its `toString`, PR 9840 (4.20.1) by the user's uuid, PR 9504
+    /// (4.23) by the account's name.
+    pub fn unavailable_command_text(self, command: &str, account: &str, user_id: &str) -> String {
+        match self {
+            Release::V4_15 | Release::V4_16 => {
+                format!("The API {command} does not exist or is not available for this account.")
+            }
+            Release::V4_18 | Release::V4_19_0 | Release::V4_19_1 => format!(
+                "The API [{command}] does not exist or is not available for the account \
+                 Account [{{\"id\": 2, \"name\": \"{account}\", \"uuid\": \"{user_id}\"}}]."
+            ),
+            Release::V4_23 => format!(
+                "The API [{command}] does not exist or is not available for the account {account}."
+            ),
+            _ => format!(
+                "The API [{command}] does not exist or is not available for the account for user \
+                 id [{user_id}]."
+            ),
+        }
+    }
+
     /// `listCapabilities` answers `additionalconfigenabled` (PR 11719: 4.20.2 and 4.22.0, not
     /// 4.21.0; the 4.20 modelled here is 4.20.1).
     pub fn has_additional_config_capability(self) -> bool {

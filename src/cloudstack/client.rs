@@ -184,6 +184,30 @@ impl Client {
             .map(|v| v.chars().take(64).collect()))
     }
 
+    /// Whether the management server runs its own VM map check (`listConfigurations
+    /// name=`, one page: the name matches a handful of settings at most).
+    pub async fn server_check(&self) -> Result<super::server_check::ServerCheck, ApiError> {
+        use super::server_check::{Configuration, SETTING, ServerCheck};
+        let rows: Vec<Configuration> = self
+            .list("listConfigurations", "configuration", &[("name", SETTING)])
+            .await?;
+        Ok(ServerCheck::from_rows(&rows))
+    }
+
+    /// The default alert types the server lists (`listAlertTypes`, 4.19.1 and later), each
+    /// number with its name.
+    pub async fn alert_types(&self) -> Result<Vec<super::model::AlertType>, ApiError> {
+        let answer = self.request("listAlertTypes", &[]).await?;
+        let rows = answer
+            .get("alerttype")
+            .cloned()
+            .unwrap_or_else(|| Value::Array(Vec::new()));
+        serde_json::from_value(rows).map_err(|e| ApiError::Decode {
+            command: "listAlertTypes".to_string(),
+            detail: format!("`alerttype`: {e}"),
+        })
+    }
+
     /// The user that holds `api_key` (`getUser userapikey=`, the same on 4.16 to 4.22): whose
     /// annotations are cks-drift's own, and the type of its role.
     pub async fn caller(&self, api_key: &str) -> Result<super::model::User, ApiError> {

@@ -13,6 +13,7 @@ pub mod release;
 pub mod request;
 pub mod response;
 pub mod retry;
+pub mod server_check;
 pub mod sign;
 mod streamed;
 pub mod transport;

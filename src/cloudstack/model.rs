@@ -336,3 +336,12 @@ mod tests {
         );
     }
 }
+
+/// A default alert type of `listAlertTypes`: its number (a Java `short`) and name.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+pub struct AlertType {
+    #[serde(rename = "alerttypeid")]
+    pub id: i32,
+    #[serde(default)]
+    pub name: String,
+}

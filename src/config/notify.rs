@@ -26,6 +26,9 @@ pub struct NotifySettings {
     pub event_log: PathBuf,
     /// How many clusters with new findings in one cycle make a storm.
     pub storm_clusters: StormThreshold,
+    /// Where the management server runs its own VM map check (apache/cloudstack PR 14666),
+    /// raise no CloudStack alert or annotation for the findings it reports itself.
+    pub defer_to_server_check: bool,
 }
 
 /// The fewest clusters a percentage in `notify.storm_clusters` stands for: in a small cloud,
@@ -201,6 +204,13 @@ pub const STORM_CLUSTERS: Key = key(
     Kind::Text,
 );
 
+pub const DEFER_TO_SERVER_CHECK: Key = key(
+    "defer_to_server_check",
+    Default::Is("true"),
+    "where CloudStack runs its own VM map check, leave the mismatches it alerts to it",
+    Kind::Bool,
+);
+
 pub const KEYS: &[&Key] = &[
     &ALERTS,
     &ALERT_TYPES,
@@ -210,6 +220,7 @@ pub const KEYS: &[&Key] = &[
     &ANNOTATIONS,
     &EVENT_LOG,
     &STORM_CLUSTERS,
+    &DEFER_TO_SERVER_CHECK,
 ];
 
 impl Reader<'_> {
@@ -231,6 +242,7 @@ impl Reader<'_> {
             annotations: self.bool(&ANNOTATIONS),
             event_log,
             storm_clusters: self.storm_clusters(),
+            defer_to_server_check: self.bool(&DEFER_TO_SERVER_CHECK),
         }
     }
 

@@ -16,15 +16,16 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::cloudstack::client::Client;
+use crate::cloudstack::server_check::ServerCheck;
 use crate::database::lock::Role;
 use crate::database::topology::Node;
 use crate::diff::MismatchKind;
 use crate::engine::Tick;
 use crate::engine::cycle::{ClusterStatus, MapSource};
 use help::{
-    API_REQUESTS_TOTAL, BLIND_SECONDS, CLUSTERS, CYCLES_TOTAL, IGNORED_FINDINGS,
-    LOCK_HELD_ELSEWHERE, LOCK_NODE_INFO, MAP_READS_TOTAL, NOTIFICATIONS_TOTAL, ROLE, STORM,
-    STORM_HELD_FINDINGS,
+    API_REQUESTS_TOTAL, BLIND_SECONDS, CLUSTERS, CYCLES_TOTAL, FINDINGS_LEFT_TO_SERVER,
+    IGNORED_FINDINGS, LOCK_HELD_ELSEWHERE, LOCK_NODE_INFO, MAP_READS_TOTAL, NOTIFICATIONS_TOTAL,
+    ROLE, SERVER_CHECK, STORM, STORM_HELD_FINDINGS,
 };
 
 /// The `Content-Type` of the exposition.
@@ -90,6 +91,8 @@ struct Families {
     storm: Option<usize>,
     /// Open findings an `[[ignore]]` rule matches, by (rule number, reason).
     ignored: BTreeMap<(usize, String), u64>,
+    /// CloudStack's own VM map check as last read, and the open findings left to it.
+    server_check: Option<(ServerCheck, u64)>,
 }
 
 /// Where a cycle read the map rows the API hides: the label of `cks_drift_map_reads_total`.
@@ -164,6 +167,7 @@ impl Metrics {
             blind: Vec::new(),
             storm: None,
             ignored: BTreeMap::new(),
+            server_check: None,
         };
         Metrics {
             check_enabled: AtomicBool::new(check_enabled),
@@ -244,6 +248,14 @@ impl Metrics {
             .collect();
         f.storm = tick.storm.map(|(_, held)| held);
         f.ignored = tick.ignored.clone();
+        if let Some(check) = report.server_check {
+            let left = report
+                .clusters
+                .iter()
+                .map(|c| c.left_to_server.len())
+                .sum::<usize>();
+            f.server_check = Some((check, left as u64));
+        }
         f.clusters = CLUSTER_STATUSES
             .map(|s| report.clusters.iter().filter(|c| c.status == s).count() as u64);
         for count in f.open_mismatches.values_mut() {
@@ -489,6 +501,28 @@ fn render_finding_states(out: &mut String, f: &Families) {
         &[],
         f.storm.unwrap_or(0) as u64,
     );
+
+    header(out, "cks_drift_server_check", "gauge", SERVER_CHECK);
+    if let Some((check, _)) = f.server_check {
+        for state in [ServerCheck::Absent, ServerCheck::Off, ServerCheck::On] {
+            let value = u64::from(state == check);
+            sample(
+                out,
+                "cks_drift_server_check",
+                &[("state", state.as_str())],
+                value,
+            );
+        }
+    }
+    header(
+        out,
+        "cks_drift_findings_left_to_server",
+        "gauge",
+        FINDINGS_LEFT_TO_SERVER,
+    );
+    if let Some((_, left)) = f.server_check {
+        sample(out, "cks_drift_findings_left_to_server", &[], left);
+    }
 
     header(out, "cks_drift_ignored_findings", "gauge", IGNORED_FINDINGS);
     for ((rule, reason), n) in &f.ignored {

@@ -6,6 +6,7 @@
 //! a VM by its identity (system UUID or provider ID, see `identity`) before its name.
 
 pub mod identity;
+pub mod server_check;
 pub mod wording;
 
 use std::collections::HashSet;

@@ -13,6 +13,7 @@ use tracing::{Instrument, debug, info, info_span};
 
 use crate::base::time::Timestamp;
 use crate::cloudstack::client::Client;
+use crate::cloudstack::server_check::ServerCheck;
 use crate::diff::{Mismatch, Policy, diff};
 use crate::inventory::assemble::{Verdict, assemble};
 use crate::remote::NodeLister;
@@ -80,6 +81,11 @@ pub struct ClusterOutcome {
     /// The mapped VMs to remember by their database id, when the database gave its hidden
     /// map rows (`PreviousMap::db_ids`).
     pub db_ids: Option<std::collections::BTreeMap<u64, crate::snapshot::RememberedVm>>,
+    /// Of `mismatches`, those the management server's own check reports too where it runs
+    /// (`diff::server_check`); once the engine has read the server's setting, those whose
+    /// CloudStack alert and annotation are left to it (none where it does not run, or with
+    /// `notify.defer_to_server_check = false`).
+    pub left_to_server: std::collections::BTreeSet<crate::diff::FindingKey>,
 }
 
 /// What one cycle saw.
@@ -90,6 +96,8 @@ pub struct CycleReport {
     pub clusters: Vec<ClusterOutcome>,
     /// Where the map rows the API hides came from.
     pub map_source: MapSource,
+    /// The management server's own VM map check, as last read (`None`: never read).
+    pub server_check: Option<ServerCheck>,
 }
 
 /// Runs one cycle. `previous` is what earlier cycles saw of each cluster's map (empty on the
@@ -122,6 +130,7 @@ pub async fn run_cycle(
             duration: started_at.elapsed(),
             clusters,
             map_source,
+            server_check: None,
         };
         info!(
             clusters = report.clusters.len(),
@@ -156,6 +165,7 @@ fn outcome(
         mapped: a.mapped,
         expected_vms: a.expected_vms,
         db_ids: a.db_ids,
+        left_to_server: Default::default(),
     };
     match a.verdict {
         Verdict::Skipped { kind, reason } => {
@@ -172,6 +182,8 @@ fn outcome(
                 None => outcome.status = ClusterStatus::Checked,
             }
             outcome.mismatches = diff(&snapshot, policy, now);
+            outcome.left_to_server =
+                crate::diff::server_check::reported_by_name(&snapshot, &outcome.mismatches);
             for m in &outcome.mismatches {
                 let cluster = &outcome.cluster.name;
                 debug!(cluster = %cluster, kind = m.kind.as_str(), key = %m.key(), "mismatch");

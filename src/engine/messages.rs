@@ -36,3 +36,32 @@ pub const STATE_NOT_WRITTEN: &str = "cannot write the state file; nothing is sen
 /// The state file was corrupt and moved aside.
 pub const STATE_MOVED_ASIDE: &str =
     "the state file could not be read; it was moved aside and checking starts afresh";
+
+/// `listConfigurations` failed: what was last read of the server's own check stands.
+pub const SERVER_CHECK_UNREAD: &str = "cannot read whether CloudStack runs its own VM map check \
+     (listConfigurations); what was last read stands";
+
+/// The server's own check is gone (a downgrade, or the plugin's setting removed).
+pub const SERVER_CHECK_ABSENT: &str = "CloudStack has no VM map check of its own (any more): \
+     cks-drift alerts every mismatch";
+
+/// The server's own check exists and is off.
+pub const SERVER_CHECK_OFF: &str = "CloudStack's own VM map check is switched off \
+     (cloud.kubernetes.cluster.vm.map.check.enabled = false): cks-drift alerts every mismatch";
+
+/// The server's own check is on, and cks-drift leaves to it what it alerts.
+pub const SERVER_CHECK_ON_DEFER: &str = "CloudStack runs its own VM map check \
+     (cloud.kubernetes.cluster.vm.map.check.enabled = true): the mismatches it alerts itself \
+     get no CloudStack alert or annotation from cks-drift, and those cks-drift alerted are \
+     taken back; findings by identity, blind clusters and map_count are still alerted, and \
+     every finding still goes to the event log, the metrics, Alertmanager and the report \
+     (notify.defer_to_server_check = false alerts everything)";
+
+/// The server's own check is on, and cks-drift alerts everything anyway.
+pub const SERVER_CHECK_ON_KEEP: &str = "CloudStack runs its own VM map check \
+     (cloud.kubernetes.cluster.vm.map.check.enabled = true) and notify.defer_to_server_check \
+     is false: each mismatch it finds is alerted twice, once by CloudStack and once by cks-drift";
+
+/// A finding left to the server's own check from now on.
+pub const HANDED_OVER: &str = "CloudStack's own VM map check alerts this finding from now on: \
+     cks-drift's alert is archived and its annotation removed";

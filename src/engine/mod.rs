@@ -15,6 +15,7 @@ use crate::base::error_chain::error_chain;
 use crate::base::time::Timestamp;
 use crate::cloudstack::client::Client;
 use crate::cloudstack::error::ApiError;
+use crate::cloudstack::server_check::ServerCheck;
 use crate::config::Config;
 use crate::database::lock::{Lock, Role};
 use crate::diff::{MismatchKind, Policy};
@@ -31,8 +32,10 @@ use crate::state::step::{
     Coverage, IgnoreChange, NewKeys, Observed, StepSettings, StormChange, previous_maps, step,
 };
 use messages::{
-    ALERTMANAGER_NOT_SENT, CALLER_UNKNOWN, READ_BACK_FAILED, STATE_MOVED_ASIDE, STATE_NOT_WRITTEN,
-    STATE_NOT_WRITTEN_AFTER_DELIVERY, STORM_BEGAN, STORM_ENDED, TLS_UNVERIFIED,
+    ALERTMANAGER_NOT_SENT, CALLER_UNKNOWN, HANDED_OVER, READ_BACK_FAILED, SERVER_CHECK_ABSENT,
+    SERVER_CHECK_OFF, SERVER_CHECK_ON_DEFER, SERVER_CHECK_ON_KEEP, SERVER_CHECK_UNREAD,
+    STATE_MOVED_ASIDE, STATE_NOT_WRITTEN, STATE_NOT_WRITTEN_AFTER_DELIVERY, STORM_BEGAN,
+    STORM_ENDED, TLS_UNVERIFIED,
 };
 
 /// The persisted state and its (locked) file.
@@ -105,6 +108,11 @@ pub struct Engine {
     pub api_key: crate::config::Secret,
     /// Whether the key's role was found fit (or could not be asked): asked until then.
     pub caller_checked: bool,
+    /// The management server's own VM map check as last read (`None`: not read yet); kept
+    /// when a reading fails, so that an outage does not hand findings back and forth.
+    pub server_check: Option<ServerCheck>,
+    /// `notify.defer_to_server_check`.
+    pub defer_to_server_check: bool,
 }
 
 /// What a tick did.
@@ -166,6 +174,8 @@ impl Engine {
             term_seen: 0,
             api_key: config.cloudstack.api_key.clone(),
             caller_checked: false,
+            server_check: None,
+            defer_to_server_check: config.notify.defer_to_server_check,
         })
     }
 
@@ -264,9 +274,18 @@ impl Engine {
             .as_ref()
             .map(|s| previous_maps(&s.state))
             .unwrap_or_default();
-        let report = run_cycle(&self.api, self.lister.clone(), &self.cycle, &previous, now).await;
-        if let Ok(report) = &report {
+        let (mut report, server) = tokio::join!(
+            run_cycle(&self.api, self.lister.clone(), &self.cycle, &previous, now),
+            self.api.server_check(),
+        );
+        self.read_server_check(server);
+        if let Ok(report) = &mut report {
             forget_unlisted(self.lister.as_ref(), report).await;
+            report.server_check = self.server_check;
+            let defer = self.defer_to_server_check && self.server_check == Some(ServerCheck::On);
+            for c in report.clusters.iter_mut().filter(|_| !defer) {
+                c.left_to_server.clear();
+            }
         }
         // `getUser` was refused, yet the cycle's own calls went through: the role lacks that
         // command (or said nothing); said once, and not asked again.
@@ -277,6 +296,34 @@ impl Engine {
             self.caller_checked = true;
         }
         report
+    }
+}
+
+impl Engine {
+    /// Keeps what `listConfigurations` said of the server's own check, and says so when it
+    /// changes (the first reading included); a failed reading keeps the last.
+    fn read_server_check(&mut self, read: Result<ServerCheck, ApiError>) {
+        let now = match read {
+            Ok(now) => now,
+            Err(e) => {
+                tracing::debug!(error = %error_chain(&e), "{SERVER_CHECK_UNREAD}");
+                return;
+            }
+        };
+        if self.server_check == Some(now) {
+            return;
+        }
+        self.server_check = Some(now);
+        let defer = self.defer_to_server_check;
+        match now {
+            ServerCheck::Absent if self.server_check.is_some() => {
+                info!(state = now.as_str(), "{SERVER_CHECK_ABSENT}");
+            }
+            ServerCheck::Absent => {}
+            ServerCheck::Off => info!(state = now.as_str(), "{SERVER_CHECK_OFF}"),
+            ServerCheck::On if defer => warn!(state = now.as_str(), "{SERVER_CHECK_ON_DEFER}"),
+            ServerCheck::On => warn!(state = now.as_str(), "{SERVER_CHECK_ON_KEEP}"),
+        }
     }
 }
 
@@ -477,6 +524,10 @@ fn decide(
     for c in &mut report.clusters {
         c.mismatches = outcome.open.remove(&c.cluster.id).unwrap_or_default();
         c.ignored = ignored_of(state, &c.cluster.id);
+        c.left_to_server = left_to_server_of(state, &c.cluster.id);
+    }
+    for (cluster_id, key) in &outcome.handed_over {
+        info!(cluster_id = %cluster_id, key = %key, "{HANDED_OVER}");
     }
     log_storm(outcome.storm.as_ref());
     log_ignore_changes(rules, &outcome.unignored, &outcome.newly_ignored, now);
@@ -591,6 +642,22 @@ fn log_ignore_changes(
     }
 }
 
+/// The open findings of a cluster whose CloudStack alert and annotation are left to the
+/// server's own check.
+fn left_to_server_of(
+    state: &State,
+    cluster_id: &str,
+) -> std::collections::BTreeSet<crate::diff::FindingKey> {
+    state
+        .clusters
+        .get(cluster_id)
+        .into_iter()
+        .flat_map(|c| c.vms.iter().chain(&c.nodes))
+        .filter(|(_, r)| r.server)
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
 /// The open findings of a cluster that an `[[ignore]]` rule matches: key, the rule's reason.
 fn ignored_of(
     state: &State,
@@ -637,6 +704,7 @@ pub fn observe(
             mapped: c.mapped.clone(),
             expected_vms: c.expected_vms,
             db_ids: c.db_ids.take(),
+            left_to_server: c.left_to_server.clone(),
         })
         .collect()
 }

@@ -447,6 +447,8 @@ fn engine(scenario: &Scenario, dir: &Path, now: Timestamp) -> Result<Engine, Dem
         }),
         lock: None,
         term_seen: 0,
+        server_check: None,
+        defer_to_server_check: true,
         api_key: crate::config::Secret::new(DEMO_API_KEY),
         caller_checked: false,
     })

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::base::untrusted::escaped;
+use crate::cloudstack::server_check::ServerCheck;
 use crate::diff::wording;
 use crate::diff::{Mismatch, MismatchKind, Subject};
 use crate::engine::cycle::{ClusterStatus, CycleReport};
@@ -55,12 +56,19 @@ struct JsonMismatch<'a> {
     /// The `[[ignore]]` rule that matches it (`rule <n>: <reason>`): reported, not alerted.
     #[serde(skip_serializing_if = "Option::is_none")]
     ignored: Option<&'a str>,
+    /// CloudStack's own VM map check alerts it: cks-drift raises no CloudStack alert or
+    /// annotation for it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    left_to_server: bool,
 }
 
 #[derive(Serialize)]
 struct JsonReport<'a> {
     started: String,
     duration_seconds: f64,
+    /// CloudStack's own VM map check: `absent`, `off` or `on`; left out when not read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    server_check: Option<&'static str>,
     clusters: Vec<JsonCluster<'a>>,
     mismatches: Vec<JsonMismatch<'a>>,
 }
@@ -106,12 +114,14 @@ pub fn to_json(report: &CycleReport, new: Option<&NewKeys>) -> String {
                 reason: wording::reason(&c.cluster.name, m),
                 new: new.map(|n| n.contains(&(c.cluster.id.clone(), m.key()))),
                 ignored: c.ignored.get(&m.key()).map(String::as_str),
+                left_to_server: c.left_to_server.contains(&m.key()),
             })
         })
         .collect();
     let json = JsonReport {
         started: report.started.to_string(),
         duration_seconds: (report.duration.as_secs_f64() * 1000.0).round() / 1000.0,
+        server_check: report.server_check.map(ServerCheck::as_str),
         clusters,
         mismatches,
     };
@@ -137,6 +147,14 @@ pub fn to_text(report: &CycleReport, new: Option<&NewKeys>) -> String {
         total,
         if total == 1 { "" } else { "es" }
     );
+    if report.server_check == Some(ServerCheck::On) {
+        let left: usize = report.clusters.iter().map(|c| c.left_to_server.len()).sum();
+        let _ = writeln!(
+            out,
+            "CloudStack runs its own VM map check: {left} mismatch{} left to its alerts",
+            if left == 1 { " is" } else { "es are" }
+        );
+    }
     if !report.clusters.is_empty() {
         out.push_str("\nClusters\n");
     }
@@ -173,6 +191,13 @@ pub fn to_text(report: &CycleReport, new: Option<&NewKeys>) -> String {
                 " ".repeat(marker.len()),
                 escaped(&wording::reason(&c.cluster.name, m))
             );
+            if c.left_to_server.contains(&m.key()) {
+                let _ = writeln!(
+                    out,
+                    "  {}    alerted by CloudStack's own VM map check",
+                    " ".repeat(marker.len()),
+                );
+            }
             if let Some(rule) = c.ignored.get(&m.key()) {
                 let _ = writeln!(
                     out,

@@ -246,6 +246,10 @@ pub struct Reported {
     /// room, unless the finding is gone by then.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub deferred: bool,
+    /// The management server's own VM map check alerts it (`notify.defer_to_server_check`):
+    /// cks-drift raised no CloudStack alert or annotation for it, or took them back.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub server: bool,
     /// Since when the cycles that compared its side have not found it: it counts as gone
     /// once that is `check.resolve_after` ago, and is open until then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -273,6 +277,7 @@ impl Reported {
             since,
             held: false,
             deferred: false,
+            server: false,
             absent_since: None,
             ignored: None,
         };

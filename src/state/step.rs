@@ -51,6 +51,9 @@ pub struct Observed {
     pub listed: bool,
     /// Findings of `mismatches` an `[[ignore]]` rule matches, by key.
     pub ignored: BTreeMap<FindingKey, crate::state::ignore::Ignored>,
+    /// Findings of `mismatches` the management server's own VM map check alerts itself:
+    /// they raise no CloudStack alert or annotation here (`notify.defer_to_server_check`).
+    pub left_to_server: BTreeSet<FindingKey>,
 }
 
 /// `(cluster id, key)` of the findings first reported by a step.
@@ -131,6 +134,9 @@ pub struct StepOutcome {
     /// Findings an `[[ignore]]` rule matches from now on, whose alert and annotation are
     /// taken back.
     pub newly_ignored: Vec<IgnoreChange>,
+    /// `(cluster id, key)` of findings left to the server's own check from now on, whose
+    /// alert and annotation are taken back.
+    pub handed_over: Vec<(String, FindingKey)>,
 }
 
 /// A finding an `[[ignore]]` rule started or stopped matching.
@@ -357,6 +363,13 @@ fn step_cluster(
         settings,
         now,
     );
+    hand_over(&mut q, c, &changes.handed_over, settings, now);
+    outcome.handed_over.extend(
+        changes
+            .handed_over
+            .iter()
+            .map(|(k, _)| (c.cluster.id.clone(), k.clone())),
+    );
     if settings.alerts && !changes.resolved.is_empty() {
         let open: BTreeSet<String> = entry
             .vms
@@ -399,6 +412,9 @@ struct Changes<'a> {
     unignored: Vec<Mismatch>,
     /// Findings whose notifications are taken back, by key: resolved, or newly ignored.
     resolved: Vec<(FindingKey, Reported)>,
+    /// Kept findings the server's own check alerts from now on, with their record before:
+    /// their alert and annotation are taken back, their Alertmanager alert stays.
+    handed_over: Vec<(FindingKey, Reported)>,
     /// The sides that had findings and have none now.
     matches_again: Vec<Side>,
 }
@@ -498,9 +514,20 @@ impl<'a> Changes<'a> {
                     }
                     _ => {}
                 }
+                let server = c.left_to_server.contains(key);
+                if server && !p.server && p.ignored.is_none() && ignored.is_none() {
+                    self.handed_over.push((key.clone(), p.clone()));
+                    r.held = false;
+                    r.deferred = false;
+                } else if p.server && !server && ignored.is_none() && p.ignored.is_none() {
+                    // The server's check was switched off (or no longer reports it): told
+                    // now, as new.
+                    self.unignored.push(m.clone());
+                }
             }
             None => self.new.push(m),
         }
+        r.server = c.left_to_server.contains(key);
         r.ignored = ignored;
         r
     }
@@ -553,7 +580,10 @@ fn tell_new(
     new_keys: &mut NewKeys,
     now: Timestamp,
 ) -> Vec<Mismatch> {
-    let mut tell: Vec<Mismatch> = unignored;
+    let mut tell: Vec<Mismatch> = unignored
+        .into_iter()
+        .filter(|m| !c.left_to_server.contains(&m.key()))
+        .collect();
     for m in new {
         let key = m.key();
         new_keys.insert((c.cluster.id.clone(), key.clone()));
@@ -573,6 +603,14 @@ fn tell_new(
                 ),
                 now,
             )),
+            None if c.left_to_server.contains(&key) => q.push(event(
+                Level::Warn,
+                &c.cluster.id,
+                &c.cluster.name,
+                Some(m),
+                format!("{}; {LEFT_TO_SERVER}", reason(&c.cluster.name, m)),
+                now,
+            )),
             None => {
                 q.push(event(
                     Level::Warn,
@@ -589,6 +627,43 @@ fn tell_new(
     tell
 }
 
+/// What the event log adds to a finding the server's own check alerts.
+const LEFT_TO_SERVER: &str = "CloudStack's own VM map check alerts it, so cks-drift raises no \
+     CloudStack alert or annotation for it (notify.defer_to_server_check)";
+
+/// Takes back the alert and annotation of findings the server's own check alerts from now on
+/// (`(key, record before)`), each with an INFO event; their Alertmanager alert stays.
+fn hand_over(
+    q: &mut Queue<'_>,
+    c: &Observed,
+    findings: &[(FindingKey, Reported)],
+    settings: &StepSettings,
+    now: Timestamp,
+) {
+    for (key, r) in findings {
+        let Some(m) = r.mismatch() else {
+            continue;
+        };
+        // A held finding had nothing sent but its event.
+        if !r.held {
+            close(q, &c.cluster.id, &key.to_string(), settings);
+        }
+        let description = format!(
+            "{}; CloudStack's own VM map check alerts it from now on, so cks-drift's alert is \
+             archived and its annotation removed",
+            reason(&c.cluster.name, &m)
+        );
+        q.push(event(
+            Level::Info,
+            &c.cluster.id,
+            &c.cluster.name,
+            Some(&m),
+            description,
+            now,
+        ));
+    }
+}
+
 /// Takes back what was sent for findings no longer open (`(key, record)`): their
 /// Alertmanager alerts, alerts and annotations.
 fn take_back(
@@ -603,7 +678,8 @@ fn take_back(
         // A held finding had nothing sent but its event, an ignored one nothing at all.
         if r.ignored.is_none() {
             resolve_alertmanager(q, cluster_id, entry, r, settings, now);
-            if !r.held {
+            // One the server's own check alerts had its alert and annotation taken back.
+            if !r.held && !r.server {
                 close(q, cluster_id, &key.to_string(), settings);
             }
         }

@@ -66,6 +66,7 @@ impl ReportedV1 {
             .flatten()
             .and_then(|(s, e)| Some((s.parse().ok()?, e.parse().ok()?)));
         Reported {
+            server: false,
             blind_reason: None,
             blind_since: None,
             named_vm_id: None,
@@ -210,6 +211,7 @@ mod tests {
 
         // The findings are still there: nothing new, nothing resolved, nothing queued.
         let observed = [Observed {
+            left_to_server: Default::default(),
             cluster: crate::snapshot::ClusterIdentity {
                 id: CLUSTER.into(),
                 name: "web".into(),

@@ -18,6 +18,7 @@ mod identity;
 mod ignore;
 mod refusals;
 mod releases;
+mod server_check;
 mod ssh;
 mod storm;
 mod support;

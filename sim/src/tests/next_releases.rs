@@ -142,11 +142,12 @@ fn on_4_23_get_user_answers_the_newest_key_and_a_key_pairs_rules_refuse_commands
     let (status, _) = call(&sim, "listKubernetesClusters", &[]);
     assert_eq!(status, 200);
     let (status, v) = call(&sim, "getUser", &[("userapikey", "old-key")]);
-    assert_eq!(status, 401);
+    assert_eq!(status, 432);
     assert_eq!(
-        v["getuserresponse"]["errortext"],
-        "The given command 'getUser' either does not exist, is not available for user."
+        v["errorresponse"]["errortext"],
+        "The API [getUser] does not exist or is not available for the account admin."
     );
+    assert_eq!(v["errorresponse"]["cserrorcode"], 9999);
     // The same rules mean nothing before 4.23.
     sim.with_world(|w| w.release = Release::V4_22_1);
     let (status, v) = call(&sim, "getUser", &[("userapikey", "old-key")]);
@@ -257,4 +258,33 @@ fn the_servers_own_check_reports_each_mismatch_once_and_says_when_it_matches_aga
         ),
         "{last}"
     );
+}
+
+#[test]
+fn a_custom_role_without_get_user_is_refused_with_each_releases_text() {
+    for (release, start) in [
+        (
+            Release::V4_16,
+            "The API getUser does not exist or is not available for this account.",
+        ),
+        (
+            Release::V4_19_1,
+            "The API [getUser] does not exist or is not available for the account Account [",
+        ),
+        (
+            Release::V4_22_1,
+            "The API [getUser] does not exist or is not available for the account for user id [",
+        ),
+    ] {
+        let mut w = on(release);
+        w.caller_api_key = "k".into();
+        w.caller_role_denies = vec!["getUser".into()];
+        let sim = Sim::new(w);
+        let (status, v) = call(&sim, "getUser", &[("userapikey", "k")]);
+        assert_eq!(status, 432, "{release:?}");
+        let text = v["errorresponse"]["errortext"].as_str().unwrap();
+        assert!(text.starts_with(start), "{release:?}: {text}");
+        let (status, _) = call(&sim, "listKubernetesClusters", &[]);
+        assert_eq!(status, 200);
+    }
 }

@@ -54,6 +54,9 @@ pub struct World {
     /// On 4.23 (key pairs): the commands the rules of the caller's key pair allow, when it has
     /// rules of its own (`None`: the role's). Any other command is refused before it runs.
     pub caller_key_pair_allows: Option<Vec<String>>,
+    /// Commands the caller's role (a custom one of type Admin) has no rule for: refused with
+    /// 432 before they run.
+    pub caller_role_denies: Vec<String>,
     /// The management server's own VM map check (apache/cloudstack PR 14666): `None` on a
     /// release without it, else its setting `cloud.kubernetes.cluster.vm.map.check.enabled`.
     pub vm_map_check: Option<bool>,
@@ -89,6 +92,7 @@ impl World {
             caller_api_key: String::new(),
             caller_newer_api_key: None,
             caller_key_pair_allows: None,
+            caller_role_denies: Vec::new(),
             vm_map_check: None,
             vm_map_check_reported: std::collections::BTreeMap::new(),
             events: Vec::new(),

@@ -54,3 +54,12 @@ pub const LOCK_NODE_INFO: &str = "1 while this instance holds the database lock,
      read-only server), its node name and Galera cluster. On a galera or replica node the lock \
      excludes only the instances connected to that node: two active instances with different \
      nodes both alert.";
+
+/// `cks_drift_server_check`.
+pub const SERVER_CHECK: &str = "CloudStack's own VM map check as last read \
+     (cloud.kubernetes.cluster.vm.map.check.enabled): 1 for its state, absent, off or on.";
+
+/// `cks_drift_findings_left_to_server`.
+pub const FINDINGS_LEFT_TO_SERVER: &str = "Open findings CloudStack's own VM map check alerts, \
+     for which cks-drift raises no CloudStack alert or annotation \
+     (notify.defer_to_server_check).";

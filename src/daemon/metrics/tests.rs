@@ -108,6 +108,7 @@ fn cluster(
         },
         ignored: Default::default(),
         db_ids: None,
+        left_to_server: Default::default(),
         status,
         skip: None,
         reason: None,
@@ -141,6 +142,7 @@ fn report(clusters: Vec<ClusterOutcome>) -> Result<CycleReport, CycleError> {
         duration: Duration::from_secs(1),
         clusters,
         map_source: Default::default(),
+        server_check: None,
     })
 }
 
@@ -158,7 +160,7 @@ fn at(secs: f64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs_f64(secs)
 }
 
-const HEADERS: [(&str, &str); 18] = [
+const HEADERS: [(&str, &str); 20] = [
     ("cks_drift_check_enabled", "gauge"),
     ("cks_drift_role", "gauge"),
     ("cks_drift_lock_held_elsewhere", "gauge"),
@@ -175,6 +177,8 @@ const HEADERS: [(&str, &str); 18] = [
     ("cks_drift_blind_seconds", "gauge"),
     ("cks_drift_storm", "gauge"),
     ("cks_drift_storm_held_findings", "gauge"),
+    ("cks_drift_server_check", "gauge"),
+    ("cks_drift_findings_left_to_server", "gauge"),
     ("cks_drift_ignored_findings", "gauge"),
     ("cks_drift_notifications_pending", "gauge"),
 ];

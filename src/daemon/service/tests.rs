@@ -121,6 +121,7 @@ impl Ticker for Fake {
                         duration: Duration::from_millis(ms),
                         clusters: vec![],
                         map_source: Default::default(),
+                        server_check: None,
                     })
                 }
                 Step::Fails(ms) => {

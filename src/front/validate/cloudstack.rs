@@ -124,3 +124,98 @@ pub(super) fn single_attempt_client(
     };
     Ok(Client::with_transport(Arc::new(transport), options).with_endpoint(&config.cloudstack.url))
 }
+
+/// Whether the management server runs its own VM map check, and what cks-drift does about it.
+pub(super) async fn server_check(
+    api: &Client,
+    config: &Config,
+    url: &str,
+) -> Result<Finding, Finding> {
+    use crate::cloudstack::server_check::ServerCheck;
+    let check = api.server_check().await.map_err(|e| api_failure(&e, url))?;
+    let defer = config.notify.defer_to_server_check;
+    Ok(match check {
+        ServerCheck::Absent => Finding::new(
+            Severity::Ok,
+            "cloudstack VM map check",
+            "CloudStack has no VM map check of its own: cks-drift alerts every mismatch",
+        ),
+        ServerCheck::Off => Finding::new(
+            Severity::Ok,
+            "cloudstack VM map check",
+            "CloudStack has a VM map check of its own, switched off \
+             (cloud.kubernetes.cluster.vm.map.check.enabled = false): cks-drift alerts every \
+             mismatch; it reads the setting every cycle",
+        ),
+        ServerCheck::On if defer => Finding::new(
+            Severity::Ok,
+            "cloudstack VM map check",
+            "CloudStack runs its own VM map check: the mismatches it alerts itself (by names) get \
+             no CloudStack alert or annotation from cks-drift; findings by identity, blind \
+             clusters and map_count are still alerted, and every finding still goes to the event \
+             log, the metrics, Alertmanager and the report",
+        ),
+        ServerCheck::On => Finding::warning(
+            "cloudstack VM map check",
+            "CloudStack runs its own VM map check and notify.defer_to_server_check is false: each \
+             mismatch it finds is alerted twice; set notify.defer_to_server_check = true (the \
+             default), or switch one of the two off",
+        ),
+    })
+}
+
+/// The highest number of a default alert type on releases that cannot list them
+/// (`listAlertTypes` came in 4.19.1): 32 on 4.16 to 4.19.0 (`AlertService.AlertType`).
+const HIGHEST_DEFAULT_BEFORE_LIST: i32 = 32;
+
+/// Whether `notify.alert_types` stays clear of the default alert types of the release that
+/// answers: `generateAlert` refuses a default type's number under another name (431 inside
+/// the job, "There is a default alert having type N and name ALERT.X"). Read with
+/// `listAlertTypes` where it exists (4.19.1 on), else from what the older releases define.
+pub(super) async fn alert_types(
+    api: &Client,
+    release: Option<Release>,
+    range: &std::ops::RangeInclusive<u32>,
+) -> Result<Finding, Finding> {
+    let listed = match release {
+        Some(r) if r < Release::parse("4.19.1").unwrap_or(Release::OLDEST) => None,
+        _ => api.alert_types().await.ok(),
+    };
+    let (lo, hi) = (i64::from(*range.start()), i64::from(*range.end()));
+    let what = format!("notify.alert_types {lo}-{hi}");
+    let Some(types) = listed else {
+        let highest = HIGHEST_DEFAULT_BEFORE_LIST;
+        return Ok(Finding::new(
+            Severity::Ok,
+            "cloudstack alert types",
+            format!(
+                "{what} is clear of CloudStack's own alert types (0 to {highest} on this release)"
+            ),
+        ));
+    };
+    let clash: Vec<String> = types
+        .iter()
+        .filter(|t| (lo..=hi).contains(&i64::from(t.id)))
+        .map(|t| format!("{} ({})", t.id, shown(&t.name, 80)))
+        .collect();
+    if !clash.is_empty() {
+        return Err(Finding::error(
+            "cloudstack alert types",
+            format!(
+                "{what} holds CloudStack's own alert types {}: CloudStack refuses an alert of \
+                 such a type under any other name; choose numbers above them",
+                clash.join(", ")
+            ),
+        ));
+    }
+    let highest = types.iter().map(|t| t.id).max().unwrap_or(0);
+    Ok(Finding::new(
+        Severity::Ok,
+        "cloudstack alert types",
+        format!(
+            "{what} is clear of CloudStack's {} own alert types (0 to {highest}, as listAlertTypes \
+             lists them)",
+            types.len()
+        ),
+    ))
+}

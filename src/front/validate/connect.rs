@@ -1,7 +1,9 @@
 //! The connection test of `validate-config --connect`: its steps in order, the first that
 //! fails ending it.
 
-use super::cloudstack::{api_failure, key_holder, server_release, single_attempt_client};
+use super::cloudstack::{
+    alert_types, api_failure, key_holder, server_check, server_release, single_attempt_client,
+};
 use super::rules::{cluster_rule_warnings, unmatched_rule_warnings};
 use super::ssh::ssh_login;
 use super::{Finding, Severity};
@@ -46,6 +48,8 @@ async fn connection_steps(config: &Config, out: &mut Vec<Finding>) -> Result<(),
     let (finding, release) = server_release(&api, url).await?;
     out.push(finding);
     out.push(key_holder(&api, config.cloudstack.api_key.expose()).await?);
+    out.push(alert_types(&api, release, &config.notify.alert_types).await?);
+    out.push(server_check(&api, config, url).await?);
     out.push(ssh_login(config, &api, release, &clusters).await?);
     Ok(())
 }

@@ -294,7 +294,7 @@ pub(super) fn catch_up(
                 .vms
                 .values_mut()
                 .chain(c.nodes.values_mut())
-                .filter(|r| r.deferred && !r.held && r.ignored.is_none())
+                .filter(|r| r.deferred && !r.held && !r.server && r.ignored.is_none())
                 .filter_map(|r| {
                     r.deferred = false;
                     r.mismatch()

@@ -34,6 +34,7 @@ fn key(s: &str) -> FindingKey {
 /// What a cycle observed of cluster `c1` (`web`).
 fn cluster(coverage: Coverage, mismatches: Vec<Mismatch>) -> Observed {
     Observed {
+        left_to_server: Default::default(),
         cluster: crate::snapshot::ClusterIdentity {
             id: "c1".into(),
             name: "web".into(),
@@ -782,6 +783,7 @@ fn a_cluster_never_compared_is_blind_from_its_first_failure_and_after_two_cycles
 /// Cluster `c<i>` (`web<i>`) with the findings given.
 fn nth(i: usize, mismatches: Vec<Mismatch>) -> Observed {
     Observed {
+        left_to_server: Default::default(),
         cluster: crate::snapshot::ClusterIdentity {
             id: format!("c{i:02}"),
             name: format!("web{i:02}"),
@@ -1298,4 +1300,79 @@ fn the_alertmanager_resolution_names_the_same_labels_as_the_alert() {
     );
     assert_eq!((resolved.1, resolved.2), (at(0), at(5)));
     assert_eq!(firing[0]["endsAt"], at(12).to_string());
+}
+
+/// `observed` with the findings `keys` left to the server's own check.
+fn left(mut observed: Observed, keys: &[&str]) -> Observed {
+    observed.left_to_server = keys.iter().map(|k| key(k)).collect();
+    observed
+}
+
+#[test]
+fn findings_the_servers_own_check_alerts_get_only_their_event() {
+    let mut s = State::default();
+    let found = vec![m(UnmappedVm, "v2"), m(MapCount, "1/3")];
+    let r = vec![left(cluster(Coverage::Full, found), &["unmapped_vm:v2"])];
+    let out = step(&mut s, &r, &ON, at(0));
+    assert_eq!(out.new.len(), 2);
+    let sent = drain(&mut s);
+    assert!(
+        sent.contains(&"event Warn unmapped_vm:v2".to_string()),
+        "{sent:?}"
+    );
+    assert!(
+        !sent
+            .iter()
+            .any(|n| n.ends_with(" unmapped_vm:v2") && !n.starts_with("event"))
+    );
+    assert!(
+        sent.contains(&"alert map_count:1/3".to_string()),
+        "{sent:?}"
+    );
+    assert!(s.clusters["c1"].vms[&key("unmapped_vm:v2")].server);
+    // Resolved: it had no alert or annotation to take back.
+    let out = step(
+        &mut s,
+        &[cluster(Coverage::Full, vec![m(MapCount, "1/3")])],
+        &ON,
+        at(5),
+    );
+    assert!(out.new.is_empty());
+    assert_eq!(drain(&mut s), Vec::<String>::new());
+}
+
+#[test]
+fn switching_the_servers_check_on_hands_over_and_switching_it_off_alerts_again() {
+    let mut s = State::default();
+    let found = || vec![m(UnmappedVm, "v2"), m(NodeWithoutVm, "stray")];
+    step(&mut s, &[cluster(Coverage::Full, found())], &ON, at(0));
+    assert_eq!(drain(&mut s).len(), 6);
+    // The server's check is switched on: cks-drift's alert and annotation of what it reports
+    // are taken back, each said in the event log; the other finding keeps its own.
+    let on = vec![left(cluster(Coverage::Full, found()), &["unmapped_vm:v2"])];
+    let out = step(&mut s, &on, &ON, at(5));
+    assert_eq!(
+        out.handed_over,
+        vec![("c1".to_string(), key("unmapped_vm:v2"))]
+    );
+    assert_eq!(
+        drain(&mut s),
+        vec![
+            "archive unmapped_vm:v2",
+            "unannotate unmapped_vm:v2",
+            "event Info unmapped_vm:v2"
+        ]
+    );
+    step(&mut s, &on, &ON, at(10));
+    assert_eq!(drain(&mut s), Vec::<String>::new());
+    // Switched off again: alerted and annotated anew, once.
+    let off = vec![cluster(Coverage::Full, found())];
+    let out = step(&mut s, &off, &ON, at(15));
+    assert!(out.new.is_empty());
+    assert_eq!(
+        drain(&mut s),
+        vec!["annotate unmapped_vm:v2", "alert unmapped_vm:v2"]
+    );
+    step(&mut s, &off, &ON, at(20));
+    assert_eq!(drain(&mut s), Vec::<String>::new());
 }
