@@ -444,7 +444,7 @@ fn unknown_keys_get_the_nearest_key_in_any_table_or_why_there_is_none() {
         [
             "check.alert_cap: is not a known key; did you mean notify.alert_cap? [check] takes enabled, interval, initial_delay, grace_period, concurrency, blind_after, resolve_after",
             "check.intervall: is not a known key; did you mean check.interval? [check] takes enabled, interval, initial_delay, grace_period, concurrency, blind_after, resolve_after",
-            "notify.alerts_cap: is not a known key; did you mean notify.alert_cap? [notify] takes alerts, alert_types, alert_cap, owner_alert_cap, owner_alerts_per_hour, annotations, event_log, storm_clusters",
+            "notify.alerts_cap: is not a known key; did you mean notify.alert_cap? [notify] takes alerts, alert_types, alert_cap, owner_alert_cap, owner_alerts_per_hour, annotations, event_log, storm_clusters, defer_to_server_check",
             "ssh.port: is not a key: there is no port to set: each cluster's port follows CKS, 22 on Shared or ROUTED networks with one control node, else 2222 (the port forwarding rule CKS creates to the first control node); [ssh] takes private_key, user, known_hosts, host_key_policy, connect_timeout, command_timeout, command",
         ]
     );

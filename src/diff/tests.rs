@@ -744,3 +744,43 @@ fn uuids_that_match_no_vm_change_nothing() {
         assert_eq!(run(&s), by_name, "{names:?}");
     }
 }
+
+/// The keys of `s`'s findings that CloudStack's own check, comparing by names, reports too.
+fn by_name(s: &ClusterSnapshot) -> Vec<String> {
+    let found = diff(s, &Policy::default(), Timestamp::from_unix(NOW));
+    server_check::reported_by_name(s, &found)
+        .into_iter()
+        .map(|k| k.to_string())
+        .collect()
+}
+
+#[test]
+fn the_servers_own_check_reports_what_names_show_and_nothing_identity_alone_finds() {
+    let mut s = healthy();
+    s.mapped.pop();
+    s.nodes = listed(&[
+        "web-control-1803b55c32d",
+        "web-node-1803b55f08c",
+        "stray-node",
+    ]);
+    assert_eq!(
+        by_name(&s),
+        ["node_without_vm:stray-node", "unmapped_vm:v3"]
+    );
+    // Names swapped between two nodes: only identity tells, so the server reports nothing.
+    let mut s = healthy();
+    s.nodes = identified(&[
+        (CONTROL, Some("v1")),
+        (WORKER_2, Some("v3")),
+        (WORKER_3, Some("v2")),
+    ]);
+    assert_eq!(run(&s).len(), 2);
+    assert_eq!(by_name(&s), Vec::<String>::new());
+    // A map short of a VM that nothing explains is cks-drift's own.
+    let mut s = healthy();
+    s.mapped.pop();
+    s.named.pop();
+    s.nodes = listed(&["web-control-1803b55c32d", "web-node-1803b55f08c"]);
+    assert!(run(&s).iter().any(|(k, _)| *k == MapCount));
+    assert_eq!(by_name(&s), Vec::<String>::new());
+}

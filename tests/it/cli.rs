@@ -472,9 +472,13 @@ async fn validate_config_with_only_warnings_exits_0() {
 
 /// What `--connect` says of the fake's release and of the key's holder.
 const RELEASE_OK: &str =
-    "ok: cloudstack release: CloudStack 4.22.0.0: nothing is done differently on this release";
+    "ok: cloudstack release: CloudStack 4.22.1.0: nothing is done differently on this release";
 const KEY_OK: &str =
     "ok: cloudstack key: held by user admin of account admin, role Root Admin (type Admin)";
+const ALERT_TYPES_OK: &str = "ok: cloudstack alert types: notify.alert_types 3000-3999 is clear \
+     of CloudStack's 39 own alert types (0 to 34, as listAlertTypes lists them)";
+const SERVER_CHECK_OK: &str = "ok: cloudstack VM map check: CloudStack has no VM map check of \
+     its own: cks-drift alerts every mismatch";
 
 /// `validate-config --connect` against `fake` with the config of `config_text` (SSH key `key`,
 /// `ssh.command` `command`), in a new folder: the folder, the config and the run.
@@ -514,6 +518,8 @@ async fn validate_config_connect_reaches_the_api_and_a_control_node() {
             ),
             RELEASE_OK.to_string(),
             KEY_OK.to_string(),
+            ALERT_TYPES_OK.to_string(),
+            SERVER_CHECK_OK.to_string(),
             format!(
                 "ok: ssh: cluster web, root@{}:2222: ssh.command listed 2 nodes, by name only (none with a system UUID or provider ID): they are matched to VMs by name",
                 sshd.ip()
@@ -542,7 +548,7 @@ async fn validate_config_connect_shows_a_cluster_name_escaped_on_its_line() {
         validate_connect(&fake, sshd.client_key(), &printf_nodes(&names)).await;
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(
-        lines(&out.stdout)[4..],
+        lines(&out.stdout)[6..],
         [
             format!(
                 "ok: ssh: cluster web\\x0d\\x0aok: ssh: all control nodes verified, root@{}:2222: ssh.command listed 2 nodes, by name only (none with a system UUID or provider ID): they are matched to VMs by name",
@@ -572,7 +578,7 @@ async fn validate_config_connect_shows_a_cluster_name_without_endpoint_escaped()
     .await;
     assert_eq!(out.code, 0, "{out:?}");
     assert_eq!(
-        lines(&out.stdout)[4..],
+        lines(&out.stdout)[6..],
         [
             format!(
                 "warning: ssh: cluster web\\x0d\\x0aok: ssh: all control nodes verified ({id}): the cluster has no endpoint address to reach its control node over SSH; CloudStack records one when the cluster first starts, so until then only its VM map and VMs are compared; SSH was not tried"
@@ -604,7 +610,7 @@ async fn validate_config_connect_shows_the_control_nodes_stderr_escaped() {
     assert_eq!(out.code, 2, "{out:?}");
     let ip = sshd.ip();
     assert_eq!(
-        lines(&out.stdout)[4..],
+        lines(&out.stdout)[6..],
         [
             format!(
                 "error: ssh (kubectl): cluster web, root@{ip}:2222: command on {ip}:2222 exited with status 1: \\x1b[2J\\x1b]0;owned\\x07\\x0dok: ssh: all control nodes verified; run ssh.command by hand on the control node as the login user: it needs passwordless sudo (sudo -n) and kubectl at the path given"
@@ -677,9 +683,12 @@ async fn validate_config_connect_names_a_changed_host_key() {
     .await;
     assert_eq!(out.code, 2, "{out:?}");
     let (ip, kh) = (sshd.ip(), known_hosts.display());
-    assert_eq!(lines(&out.stdout)[2..4], [RELEASE_OK, KEY_OK]);
     assert_eq!(
-        lines(&out.stdout)[4],
+        lines(&out.stdout)[2..6],
+        [RELEASE_OK, KEY_OK, ALERT_TYPES_OK, SERVER_CHECK_OK]
+    );
+    assert_eq!(
+        lines(&out.stdout)[6],
         format!(
             "error: ssh (host key): cluster web, root@{ip}:2222: host key of {ip}:2222 (ssh-ed25519) does not match the one recorded at {kh}:1; if the node was rebuilt, remove the stale entry (ssh-keygen -R '{host}' -f {kh})"
         )
@@ -708,6 +717,8 @@ async fn validate_config_connect_does_not_try_ssh_without_an_endpoint() {
         [
             RELEASE_OK.to_string(),
             KEY_OK.to_string(),
+            ALERT_TYPES_OK.to_string(),
+            SERVER_CHECK_OK.to_string(),
             format!(
                 "warning: ssh: cluster web ({id}): the cluster has no endpoint address to reach its control node over SSH; CloudStack records one when the cluster first starts, so until then only its VM map and VMs are compared; SSH was not tried"
             ),
