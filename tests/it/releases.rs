@@ -284,3 +284,87 @@ async fn answers_url_encoded_by_encode_api_response_are_refused_at_once() {
     assert_eq!(cloud.sim().call_count("generateAlert"), 0);
     assert_eq!(cloud.sim().call_count("addAnnotation"), 0);
 }
+
+#[tokio::test]
+async fn a_custom_role_without_get_user_is_warned_about_and_checking_goes_on() {
+    let (cloud, id) = one_cluster_on(Release::V4_22_1).await;
+    cloud.unmap_last_worker(&id);
+    cloud
+        .sim()
+        .with_world(|w| w.caller_role_denies = vec!["getUser".into()]);
+    let run = validate_connect(&cloud).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let line = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("warning: cloudstack key: cannot tell the type of the key's role"))
+        .unwrap_or_else(|| panic!("{}", run.stdout));
+    // CloudStack's own words say which command the role lacks.
+    assert!(
+        line.contains(
+            "The API [getUser] does not exist or is not available for the account for user id ["
+        ),
+        "{line}"
+    );
+    let run = cloud.check(&[]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("cannot ask CloudStack who holds the API key"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(cloud.active_alerts().len(), 1);
+}
+
+#[tokio::test]
+async fn on_4_23_a_key_pair_whose_rules_leave_out_a_command_fails_the_cycle_naming_it() {
+    let (cloud, id) = one_cluster_on(Release::V4_23).await;
+    cloud.unmap_last_worker(&id);
+    let allowed: Vec<String> = cks_drift_sim::COMMANDS
+        .iter()
+        .filter(|c| **c != "listNetworks")
+        .map(|c| c.to_string())
+        .collect();
+    cloud
+        .sim()
+        .with_world(|w| w.caller_key_pair_allows = Some(allowed));
+    let run = cloud.check(&[]).await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr.contains(
+            "The API [listNetworks] does not exist or is not available for the account admin."
+        ),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(cloud.sim().call_count("generateAlert"), 0);
+}
+
+#[tokio::test]
+async fn on_4_23_a_vm_mapped_twice_fails_the_cluster_listing_and_nothing_is_cleared() {
+    let (cloud, id) = one_cluster_on(Release::V4_23).await;
+    cloud.unmap_last_worker(&id);
+    let (run, _) = cloud.check_json(&[]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(cloud.active_alerts().len(), 1);
+    let control = cloud.map(&id)[0].clone();
+    cloud.sim().with_world(|w| w.add_map_row(&id, &control));
+    let run = cloud.check(&[]).await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("Duplicate key"), "{}", run.stderr);
+    // CloudStack's error decides nothing: the finding stays alerted and annotated.
+    assert_eq!(cloud.active_alerts().len(), 1);
+    let open_notes = cloud
+        .sim()
+        .with_world(|w| w.annotations.iter().filter(|a| !a.removed).count());
+    assert_eq!(open_notes, 1);
+    cloud.sim().with_world(|w| {
+        let map = &mut w.cluster_mut(&id).map;
+        map.pop();
+    });
+    let (run, report) = cloud.check_json(&[]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(report["mismatches"][0]["new"], false);
+    assert_eq!(cloud.sim().call_count("generateAlert"), 1);
+}

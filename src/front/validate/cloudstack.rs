@@ -193,11 +193,7 @@ pub(super) async fn alert_types(
             ),
         ));
     };
-    let clash: Vec<String> = types
-        .iter()
-        .filter(|t| (lo..=hi).contains(&i64::from(t.id)))
-        .map(|t| format!("{} ({})", t.id, shown(&t.name, 80)))
-        .collect();
+    let clash = clashes(&types, range);
     if !clash.is_empty() {
         return Err(Finding::error(
             "cloudstack alert types",
@@ -218,4 +214,40 @@ pub(super) async fn alert_types(
             types.len()
         ),
     ))
+}
+
+/// The default alert types of `types` inside `range`, as `<number> (<name>)`.
+fn clashes(
+    types: &[crate::cloudstack::model::AlertType],
+    range: &std::ops::RangeInclusive<u32>,
+) -> Vec<String> {
+    let (lo, hi) = (i64::from(*range.start()), i64::from(*range.end()));
+    types
+        .iter()
+        .filter(|t| (lo..=hi).contains(&i64::from(t.id)))
+        .map(|t| format!("{} ({})", t.id, shown(&t.name, 80)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cloudstack::model::AlertType;
+
+    #[test]
+    fn a_range_holding_a_default_alert_type_is_named_with_each_type_it_holds() {
+        let types: Vec<AlertType> = [(8, "ALERT.USERVM"), (34, "ALERT.VR.PRIVATE.IFACE.MTU")]
+            .iter()
+            .map(|(id, name)| AlertType {
+                id: *id,
+                name: name.to_string(),
+            })
+            .collect();
+        assert_eq!(clashes(&types, &(3000..=3999)), Vec::<String>::new());
+        assert_eq!(
+            clashes(&types, &(30..=40)),
+            vec!["34 (ALERT.VR.PRIVATE.IFACE.MTU)".to_string()]
+        );
+        assert_eq!(clashes(&types, &(0..=8)).len(), 1);
+    }
 }
