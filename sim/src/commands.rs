@@ -423,9 +423,12 @@ fn list_networks(w: &World, s: &Settings, p: &Params) -> Result<String, ApiError
         .iter()
         .filter(|n| acl.admits(&n.owner, w))
         .filter(|n| {
+            // 4.17.1 to 4.21 with `projectid=-1`: project networks, domain networks and the
+            // networks with `network_permissions` rows (PR 6546's join); not an account's own.
             minus_one != MinusOneNetworks::ProjectsAndDomainWide
                 || n.owner.is_project()
                 || n.is_domain_wide()
+                || !n.permitted.is_empty()
         })
         .filter(|n| id.is_none_or(|v| n.id == v))
         .filter(|n| zone.is_none_or(|z| n.zone_id == z))

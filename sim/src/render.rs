@@ -330,6 +330,16 @@ pub fn network_json(w: &World, n: &SimNetwork) -> Value {
     put(&mut m, "displaytext", n.name.as_str());
     put(&mut m, "traffictype", "Guest");
     put(&mut m, "type", n.network_type.as_str());
+    // `ApiResponseHelper.createNetworkResponse`: the ACL type of the network.
+    put(
+        &mut m,
+        "acltype",
+        if n.is_domain_wide() {
+            "Domain"
+        } else {
+            "Account"
+        },
+    );
     if let Some(mode) = n
         .network_mode
         .as_ref()

@@ -104,15 +104,29 @@ async fn a_full_last_page_of_clusters_is_followed_by_an_empty_one() {
 #[tokio::test]
 async fn a_single_control_cluster_reached_directly_is_listed_over_port_22_on_every_release() {
     for release in Release::SUPPORTED {
-        let mut layouts = vec![NetworkLayout::Shared];
+        // (layout, owned by a project)
+        let mut layouts = vec![
+            (NetworkLayout::Shared, false),
+            // Account-scoped Shared networks: listed as their owner's Isolated ones are.
+            (NetworkLayout::SharedOfOwner, false),
+            (NetworkLayout::SharedOfOwner, true),
+        ];
         // ROUTED networks exist from 4.20 on.
         if release >= Release::V4_20 {
-            layouts.push(NetworkLayout::Routed);
+            layouts.push((NetworkLayout::Routed, false));
         }
-        for layout in layouts {
+        // Network permissions exist from 4.17 on.
+        if release >= Release::V4_18 {
+            layouts.push((NetworkLayout::SharedByPermission, false));
+        }
+        for (layout, in_project) in layouts {
             let mut world = world_on(release);
             let root = world.root_domain_id().to_string();
-            let tenant = world.add_account("alice", &root);
+            let tenant = if in_project {
+                world.add_project("team")
+            } else {
+                world.add_account("alice", &root)
+            };
             let id = world.add_cluster_with(ClusterSpec {
                 layout,
                 ..ClusterSpec::new("flat", tenant, 1, 1, 0)
@@ -120,7 +134,7 @@ async fn a_single_control_cluster_reached_directly_is_listed_over_port_22_on_eve
             let mut cloud = TestCloud::start(world).await;
             cloud.control_node_on(&id, 22).await;
             let (run, report) = cloud.check_json(&["--no-notify"]).await;
-            let what = format!("{} {layout:?}", release.name());
+            let what = format!("{} {layout:?} project {in_project}", release.name());
             assert_eq!(run.code, 0, "{what}: {run:?}");
             assert_eq!(
                 clusters(&report),

@@ -288,3 +288,48 @@ fn a_custom_role_without_get_user_is_refused_with_each_releases_text() {
         assert_eq!(status, 200);
     }
 }
+
+#[test]
+fn account_scoped_and_permission_shared_networks_are_listed_as_each_release_lists_them() {
+    // (layout, owned by a project) → (listed by `listall=true`, by `listall=true projectid=-1`)
+    // on each release, as `NetworkServiceImpl.searchForNetworks` builds its SQL.
+    for release in Release::SUPPORTED {
+        let all = release == Release::V4_19_1;
+        let minus_one_all = all || release >= Release::V4_22;
+        let mut cases = vec![
+            (NetworkLayout::SharedOfOwner, false, (true, minus_one_all)),
+            (NetworkLayout::SharedOfOwner, true, (all, true)),
+        ];
+        if release >= Release::V4_18 {
+            cases.push((NetworkLayout::SharedByPermission, false, (true, true)));
+        }
+        for (layout, in_project, (plain, minus_one)) in cases {
+            let mut w = on(release);
+            let root = w.root_domain_id().to_string();
+            let owner = if in_project {
+                w.add_project("team")
+            } else {
+                w.add_account("alice", &root)
+            };
+            let c = w.add_cluster_with(ClusterSpec {
+                layout,
+                ..ClusterSpec::new("flat", owner, 1, 1, 0)
+            });
+            let network = w.cluster(&c).unwrap().network_id.clone();
+            let sim = Sim::new(w);
+            let listed = |params: &[(&str, &str)]| {
+                let (_, v) = call(&sim, "listNetworks", params);
+                v["listnetworksresponse"]["network"]
+                    .as_array()
+                    .is_some_and(|ns| ns.iter().any(|n| n["id"] == network.as_str()))
+            };
+            let what = format!("{release:?} {layout:?} project {in_project}");
+            assert_eq!(listed(&[("listall", "true")]), plain, "{what}");
+            assert_eq!(
+                listed(&[("listall", "true"), ("projectid", "-1")]),
+                minus_one,
+                "{what}"
+            );
+        }
+    }
+}

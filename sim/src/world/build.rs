@@ -91,6 +91,8 @@ impl World {
             vpc_id: None,
             cidr: format!("10.{}.{}.0/24", 1 + n / 250, n % 250),
             source_nat_ip,
+            account_scoped: false,
+            permitted: Vec::new(),
         });
         id
     }
@@ -119,14 +121,22 @@ impl World {
         let id = self.fresh_id();
         let (network_type, mode) = match spec.layout {
             NetworkLayout::Isolated => (NetworkType::Isolated, None),
-            NetworkLayout::Shared => (NetworkType::Shared, None),
+            NetworkLayout::Shared
+            | NetworkLayout::SharedOfOwner
+            | NetworkLayout::SharedByPermission => (NetworkType::Shared, None),
             NetworkLayout::Routed => (NetworkType::Isolated, Some("ROUTED")),
         };
-        // A Shared network is the zone-wide kind an admin creates for every tenant: the
+        // A zone-wide Shared network is the kind an admin creates for every tenant: the
         // admin account owns it, not the cluster's owner.
         let network_owner = match spec.layout {
             NetworkLayout::Shared => self.admin(),
-            NetworkLayout::Isolated | NetworkLayout::Routed => spec.owner.clone(),
+            NetworkLayout::SharedByPermission => SimOwner::Account {
+                account: "bob".to_string(),
+                domain_id: spec.owner.domain_id().to_string(),
+            },
+            NetworkLayout::Isolated | NetworkLayout::Routed | NetworkLayout::SharedOfOwner => {
+                spec.owner.clone()
+            }
         };
         let network_id = self.add_network(
             &format!("{}-network", spec.name),
@@ -134,6 +144,21 @@ impl World {
             network_type,
             mode,
         );
+        if matches!(
+            spec.layout,
+            NetworkLayout::SharedOfOwner | NetworkLayout::SharedByPermission
+        ) {
+            let grantee = spec.owner.account_name().map(str::to_string);
+            let n = self
+                .networks
+                .iter_mut()
+                .find(|n| n.id == network_id)
+                .expect("the network just added");
+            n.account_scoped = true;
+            if spec.layout == NetworkLayout::SharedByPermission {
+                n.permitted.extend(grantee);
+            }
+        }
         let created = self.now.minus(spec.age);
         self.clusters.push(SimCluster {
             id: id.clone(),

@@ -35,6 +35,14 @@ impl SimOwner {
     pub fn is_project(&self) -> bool {
         matches!(self, SimOwner::Project { .. })
     }
+
+    /// The account's name; `None` for a project.
+    pub fn account_name(&self) -> Option<&str> {
+        match self {
+            SimOwner::Account { account, .. } => Some(account),
+            SimOwner::Project { .. } => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -192,13 +200,19 @@ pub struct SimNetwork {
     pub cidr: String,
     /// The source-NAT public IP of an isolated network.
     pub source_nat_ip: Option<SimPublicIp>,
+    /// A Shared network of ACL type Account (`createNetwork account=` or `projectid=`): its
+    /// owner's alone, listed as the owner's Isolated networks are.
+    pub account_scoped: bool,
+    /// Accounts it is shared with through `createNetworkPermissions` (4.17 on; the
+    /// `network_permissions` table).
+    pub permitted: Vec<String>,
 }
 
 impl SimNetwork {
     /// A network every account of a domain may use (ACL type Domain): the zone-wide Shared
-    /// networks an admin creates. Account-scoped Shared networks are not modelled.
+    /// networks an admin creates, not the account-scoped ones.
     pub fn is_domain_wide(&self) -> bool {
-        self.network_type == NetworkType::Shared
+        self.network_type == NetworkType::Shared && !self.account_scoped
     }
 
     /// Shared networks and ROUTED mode: VMs are reached on their own address.
@@ -286,6 +300,12 @@ pub enum NetworkLayout {
     Shared,
     /// Isolated network in ROUTED mode: direct access like Shared.
     Routed,
+    /// Shared network of ACL type Account, owned by the cluster's owner (an account or a
+    /// project): direct access.
+    SharedOfOwner,
+    /// Shared network of ACL type Account owned by another account of the domain (`bob`) and
+    /// shared with the cluster's owner through `createNetworkPermissions` (4.17 on).
+    SharedByPermission,
 }
 
 /// A cluster to build with [`World::add_cluster_with`].
