@@ -28,6 +28,8 @@ impl Release {
     pub const OLDEST: Release = Release::new(4, 16, 0);
     /// `listKubernetesClusters` answers the total as `count` from here on (PR 8701).
     const CLUSTER_COUNT_FIXED: Release = Release::new(4, 19, 1);
+    /// `listAlertTypes` answers from here on (PR 8630).
+    pub const LISTS_ALERT_TYPES: Release = Release::new(4, 19, 1);
     /// `listNetworks projectid=-1` lists every network from here on (PR 11767).
     const MINUS_ONE_LISTS_ALL_NETWORKS: Release = Release::new(4, 22, 0);
 

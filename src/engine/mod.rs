@@ -310,13 +310,14 @@ impl Engine {
                 return;
             }
         };
-        if self.server_check == Some(now) {
+        let before = self.server_check.replace(now);
+        if before == Some(now) {
             return;
         }
-        self.server_check = Some(now);
         let defer = self.defer_to_server_check;
         match now {
-            ServerCheck::Absent if self.server_check.is_some() => {
+            // Most releases have none: said only when one was there before.
+            ServerCheck::Absent if before.is_some() => {
                 info!(state = now.as_str(), "{SERVER_CHECK_ABSENT}");
             }
             ServerCheck::Absent => {}

@@ -27,7 +27,7 @@ pub async fn one_cluster_on(release: Release) -> (TestCloud, String) {
     (cloud, id)
 }
 
-async fn validate_connect(cloud: &TestCloud) -> Run {
+pub async fn validate_connect(cloud: &TestCloud) -> Run {
     let config = cloud.write_config();
     let output = tokio::process::Command::new(binary())
         .args(["validate-config", "--connect", "-c"])

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use cks_drift_sim::{Release, VM_MAP_CHECK_EVENT};
 
-use crate::releases::one_cluster_on;
+use crate::releases::{one_cluster_on, validate_connect};
 use crate::support::cloud::{TestCloud, without_plain_http_warning};
 
 /// Runs the server's own check once, with every VM of the cluster that is not `not_a_node`
@@ -121,15 +121,8 @@ async fn defer_to_server_check_false_keeps_cks_drifts_alerts_and_says_they_come_
     assert_eq!(run.code, 1, "{run:?}");
     assert!(report["mismatches"][0].get("left_to_server").is_none());
     assert_eq!(cloud.active_alerts().len(), 1);
-    let config = cloud.write_config();
-    let output = tokio::process::Command::new(crate::support::cloud::binary())
-        .args(["validate-config", "--connect", "-c"])
-        .arg(&config)
-        .env_remove("RUST_LOG")
-        .output()
-        .await
-        .unwrap();
-    let stdout = without_plain_http_warning(&String::from_utf8_lossy(&output.stdout));
+    let run = validate_connect(&cloud).await;
+    let stdout = without_plain_http_warning(&run.stdout);
     assert!(
         stdout.contains("warning: cloudstack VM map check: CloudStack runs its own VM map check and notify.defer_to_server_check is false"),
         "{stdout}"

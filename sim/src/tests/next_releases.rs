@@ -10,6 +10,22 @@ fn on(release: Release) -> World {
     w
 }
 
+/// `generateAlert` of `t` under `name`, and its job's result once run.
+fn generated(sim: &Sim, t: &str, name: &str) -> Value {
+    let (status, v) = call(
+        sim,
+        "generateAlert",
+        &[("type", t), ("name", name), ("description", "d")],
+    );
+    assert_eq!(status, 200, "{v}");
+    let job = v["generatealertresponse"]["jobid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (_, v) = call(sim, "queryAsyncJobResult", &[("jobid", &job)]);
+    v["queryasyncjobresultresponse"].clone()
+}
+
 #[test]
 fn generate_alert_refuses_each_releases_default_types_under_another_name() {
     for (release, t, ok) in [
@@ -24,18 +40,7 @@ fn generate_alert_refuses_each_releases_default_types_under_another_name() {
         let sim = Sim::new(on(release));
         let t = t.to_string();
         for (name, failed) in [("cks-drift", true), (ok, false)] {
-            let (status, v) = call(
-                &sim,
-                "generateAlert",
-                &[("type", &t), ("name", name), ("description", "d")],
-            );
-            assert_eq!(status, 200, "{v}");
-            let job = v["generatealertresponse"]["jobid"]
-                .as_str()
-                .unwrap()
-                .to_string();
-            let (_, v) = call(&sim, "queryAsyncJobResult", &[("jobid", &job)]);
-            let r = &v["queryasyncjobresultresponse"];
+            let r = &generated(&sim, &t, name);
             assert_eq!(
                 r["jobstatus"],
                 if failed { 2 } else { 1 },
@@ -54,17 +59,7 @@ fn generate_alert_refuses_each_releases_default_types_under_another_name() {
     }
     // Type 34 belongs to nobody on 4.22.0.
     let sim = Sim::new(on(Release::V4_22));
-    let (_, v) = call(
-        &sim,
-        "generateAlert",
-        &[("type", "34"), ("name", "x"), ("description", "d")],
-    );
-    let job = v["generatealertresponse"]["jobid"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let (_, v) = call(&sim, "queryAsyncJobResult", &[("jobid", &job)]);
-    assert_eq!(v["queryasyncjobresultresponse"]["jobstatus"], 1);
+    assert_eq!(generated(&sim, "34", "x")["jobstatus"], 1);
 }
 
 #[test]

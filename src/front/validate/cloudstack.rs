@@ -167,6 +167,8 @@ pub(super) async fn server_check(
 /// The highest number of a default alert type on releases that cannot list them
 /// (`listAlertTypes` came in 4.19.1): 32 on 4.16 to 4.19.0 (`AlertService.AlertType`).
 const HIGHEST_DEFAULT_BEFORE_LIST: i32 = 32;
+/// The highest on any release read (34: 4.20.3, 4.22.1, 4.23), for a release not known.
+const HIGHEST_DEFAULT_KNOWN: i32 = 34;
 
 /// Whether `notify.alert_types` stays clear of the default alert types of the release that
 /// answers: `generateAlert` refuses a default type's number under another name (431 inside
@@ -178,19 +180,22 @@ pub(super) async fn alert_types(
     range: &std::ops::RangeInclusive<u32>,
 ) -> Result<Finding, Finding> {
     let listed = match release {
-        Some(r) if r < Release::parse("4.19.1").unwrap_or(Release::OLDEST) => None,
+        Some(r) if r < Release::LISTS_ALERT_TYPES => None,
         _ => api.alert_types().await.ok(),
     };
     let (lo, hi) = (i64::from(*range.start()), i64::from(*range.end()));
     let what = format!("notify.alert_types {lo}-{hi}");
     let Some(types) = listed else {
-        let highest = HIGHEST_DEFAULT_BEFORE_LIST;
+        let (highest, on) = match release {
+            Some(r) if r < Release::LISTS_ALERT_TYPES => {
+                (HIGHEST_DEFAULT_BEFORE_LIST, "on this release")
+            }
+            _ => (HIGHEST_DEFAULT_KNOWN, "on any release up to 4.23"),
+        };
         return Ok(Finding::new(
             Severity::Ok,
             "cloudstack alert types",
-            format!(
-                "{what} is clear of CloudStack's own alert types (0 to {highest} on this release)"
-            ),
+            format!("{what} is clear of CloudStack's own alert types (0 to {highest} {on})"),
         ));
     };
     let clash = clashes(&types, range);

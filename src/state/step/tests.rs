@@ -1376,3 +1376,37 @@ fn switching_the_servers_check_on_hands_over_and_switching_it_off_alerts_again()
     step(&mut s, &off, &ON, at(20));
     assert_eq!(drain(&mut s), Vec::<String>::new());
 }
+
+#[test]
+fn a_summary_alert_whose_findings_are_all_handed_over_is_archived() {
+    let mut s = State::default();
+    let many: Vec<Mismatch> = (1..=7).map(|i| m(UnmappedVm, &format!("v{i}"))).collect();
+    step(&mut s, &[cluster(Coverage::Full, many.clone())], &ON, at(0));
+    let summary_key = format!("summary:{}", at(0).to_compact());
+    s.alerts.insert(
+        crate::state::RecordKey::new("c1", &summary_key),
+        crate::state::AlertRecord {
+            alert_id: "a-9".into(),
+            alert_type: 3009,
+            zone_id: Some("z1".into()),
+            covers: vec!["unmapped_vm:v6".into(), "unmapped_vm:v7".into()],
+        },
+    );
+    drain(&mut s);
+    // The server's check takes over v6 and v7 only: the summary goes with them.
+    let r = vec![left(
+        cluster(Coverage::Full, many.clone()),
+        &["unmapped_vm:v6", "unmapped_vm:v7"],
+    )];
+    step(&mut s, &r, &ON, at(5));
+    let sent = drain(&mut s);
+    assert!(sent.contains(&format!("archive {summary_key}")), "{sent:?}");
+    assert!(
+        sent.contains(&"archive unmapped_vm:v6".to_string()),
+        "{sent:?}"
+    );
+    assert!(
+        !sent.contains(&"archive unmapped_vm:v5".to_string()),
+        "{sent:?}"
+    );
+}
