@@ -20,6 +20,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::daemon::metrics::{CONTENT_TYPE, Metrics};
+use crate::daemon::status::{Standby, View, api, page};
 
 /// The most slack `/healthz` allows beyond two intervals; smaller intervals get as much
 /// slack as one interval.
@@ -129,11 +130,40 @@ pub fn one_line(text: &str) -> String {
 pub struct Shared {
     pub metrics: Metrics,
     pub health: Mutex<Health>,
+    /// What the last cycle saw, for the status page and the API (`None` before the first).
+    pub view: Mutex<Option<Arc<View>>>,
 }
 
 impl Shared {
+    pub fn new(metrics: Metrics, health: Health) -> Shared {
+        Shared {
+            metrics,
+            health: Mutex::new(health),
+            view: Mutex::new(None),
+        }
+    }
+
     pub fn health(&self) -> MutexGuard<'_, Health> {
         self.health.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The last view, shared: a request holds no lock while it renders.
+    pub fn view(&self) -> Option<Arc<View>> {
+        self.view.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn set_view(&self, view: Option<Arc<View>>) {
+        *self.view.lock().unwrap_or_else(|e| e.into_inner()) = view;
+    }
+
+    fn standby(&self) -> (Standby, Duration) {
+        let h = self.health();
+        let who = Standby {
+            standby: h.standby,
+            lock_node: h.lock_node.clone(),
+            checking_enabled: h.enabled,
+        };
+        (who, h.interval)
     }
 }
 
@@ -141,7 +171,113 @@ pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
+        .route("/", get(status_page))
+        .route("/status.css", get(style))
+        .route("/clusters/{id}", get(cluster_page))
+        .route("/api/v1/status", get(api_status))
+        .route("/api/v1/findings", get(api_findings))
+        .route("/api/v1/clusters", get(api_clusters))
+        .route("/api/v1/clusters/{id}", get(api_cluster))
         .with_state(shared)
+}
+
+/// Headers of every page and API answer: nothing is cached by a proxy or kept by a browser
+/// (an admin's view of every tenant), and the page runs no script.
+fn page_headers(content_type: &'static str) -> [(header::HeaderName, &'static str); 4] {
+    [
+        (header::CONTENT_TYPE, content_type),
+        (header::CACHE_CONTROL, "no-store"),
+        (
+            header::CONTENT_SECURITY_POLICY,
+            page::CONTENT_SECURITY_POLICY,
+        ),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+    ]
+}
+
+const HTML: &str = "text/html; charset=utf-8";
+const JSON: &str = "application/json";
+
+async fn status_page(State(shared): State<Arc<Shared>>, uri: axum::http::Uri) -> Response {
+    let (page_no, per_page) = match api::paging(uri.query()) {
+        Ok(p) => p,
+        Err(e) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                page_headers(HTML),
+                page::html(&e.error),
+            )
+                .into_response();
+        }
+    };
+    let (who, refresh) = shared.standby();
+    let view = shared.view();
+    let body = page::status(view.as_deref(), &who, refresh, page_no, per_page);
+    (page_headers(HTML), body).into_response()
+}
+
+async fn style() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
+            (header::CACHE_CONTROL, "max-age=3600"),
+        ],
+        page::STYLE,
+    )
+        .into_response()
+}
+
+async fn cluster_page(
+    State(shared): State<Arc<Shared>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Response {
+    let (who, refresh) = shared.standby();
+    let view = shared.view();
+    match view
+        .as_deref()
+        .and_then(|v| page::cluster(v, &who, &id, refresh))
+    {
+        Some(body) => (page_headers(HTML), body).into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            page_headers(HTML),
+            "<!DOCTYPE html><title>not found</title><p>No such cluster in the last cycle. \
+             <a href=\"/\">cks-drift</a></p>\n",
+        )
+            .into_response(),
+    }
+}
+
+fn json_answer(result: Result<serde_json::Value, api::Refused>) -> Response {
+    let (status, value) = match result {
+        Ok(v) => (StatusCode::OK, v),
+        Err(e) => (
+            StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST),
+            serde_json::json!({"error": e.error}),
+        ),
+    };
+    let body = crate::base::untrusted::json_visible(value.to_string()) + "\n";
+    (status, page_headers(JSON), body).into_response()
+}
+
+async fn api_status(State(shared): State<Arc<Shared>>) -> Response {
+    let (who, _) = shared.standby();
+    json_answer(Ok(api::status(shared.view().as_deref(), &who)))
+}
+
+async fn api_findings(State(shared): State<Arc<Shared>>, uri: axum::http::Uri) -> Response {
+    json_answer(api::findings(shared.view().as_deref(), uri.query()))
+}
+
+async fn api_clusters(State(shared): State<Arc<Shared>>, uri: axum::http::Uri) -> Response {
+    json_answer(api::clusters(shared.view().as_deref(), uri.query()))
+}
+
+async fn api_cluster(
+    State(shared): State<Arc<Shared>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Response {
+    json_answer(api::cluster(shared.view().as_deref(), &id))
 }
 
 async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
@@ -655,13 +791,13 @@ mod tests {
     async fn endpoint() -> (SocketAddr, CancellationToken) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let shared = Arc::new(Shared {
-            metrics: Metrics::new(false),
-            health: Mutex::new(Health {
+        let shared = Arc::new(Shared::new(
+            Metrics::new(false),
+            Health {
                 enabled: false,
                 ..state(Instant::now(), Duration::ZERO)
-            }),
-        });
+            },
+        ));
         let shutdown = CancellationToken::new();
         tokio::spawn(serve(listener, shared, shutdown.clone()));
         (addr, shutdown)

@@ -16,6 +16,7 @@ pub mod logging;
 mod messages;
 pub mod metrics;
 pub mod service;
+pub mod status;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -234,6 +235,7 @@ mod tests {
             ignored: Default::default(),
             db_ids: None,
             left_to_server: Default::default(),
+            views: None,
             status: ClusterStatus::Checked,
             skip: None,
             reason: None,
@@ -270,6 +272,7 @@ mod tests {
             blind: Vec::new(),
             storm: None,
             ignored: Default::default(),
+            standings: Default::default(),
         };
         assert_eq!(
             status_line(&tick, Timestamp::parse("2026-11-30T10:05:00Z").unwrap()),
@@ -294,6 +297,7 @@ mod tests {
             blind: Vec::new(),
             storm: None,
             ignored: Default::default(),
+            standings: Default::default(),
         };
         let line = status_line(&tick, Timestamp::parse("2026-11-30T10:10:00Z").unwrap());
         assert_eq!(

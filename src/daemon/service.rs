@@ -6,7 +6,7 @@
 //! All timing is tokio's (`tokio::time`), so tests drive the core with paused time.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use sd_notify::NotifyState;
@@ -27,7 +27,9 @@ use crate::base::error_chain::error_chain;
 use crate::base::time::Timestamp;
 use crate::config::Config;
 use crate::daemon::metrics::{CycleOutcome, Metrics};
+use crate::daemon::status::View;
 use crate::database::lock::{Role, Term};
+use crate::engine::cycle::CycleError;
 use crate::engine::{Engine, EngineError, Store, Tick};
 
 /// How long a running cycle may go on after shutdown is requested before it is cancelled.
@@ -117,9 +119,9 @@ where
     let initial_role = initial.as_ref().map(|t| t.role);
     let metrics = Metrics::new(config.check.enabled);
     engine.take_over(None, &metrics);
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(Shared::new(
         metrics,
-        health: Mutex::new(Health {
+        Health {
             enabled: config.check.enabled,
             interval: config.check.interval,
             since: started + config.check.initial_delay,
@@ -128,8 +130,8 @@ where
             running_since: None,
             standby: initial_role == Some(Role::Standby),
             lock_node: initial.as_ref().and_then(local_node),
-        }),
-    });
+        },
+    ));
     if let Some(term) = &initial {
         shared.metrics.set_role(term.role);
         shared.metrics.set_lock_node(term.node.as_deref());
@@ -362,6 +364,29 @@ where
         self.last_start = Some(now);
     }
 
+    /// What the status page and the API show from now on: this tick's view, or, after a
+    /// tick that compared nothing, the last one marked with why.
+    fn keep_view(&self, tick: &Tick) {
+        match View::of(tick, &self.config.ignore) {
+            Some(view) => self.shared.set_view(Some(Arc::new(view))),
+            None => {
+                let Some(last) = self.shared.view() else {
+                    return;
+                };
+                let failure = match &tick.report {
+                    Err(CycleError::Standby) => None,
+                    Err(_) => Some(failure_text(tick)),
+                    Ok(_) => None,
+                };
+                if last.failure != failure {
+                    let mut marked = (*last).clone();
+                    marked.failure = failure;
+                    self.shared.set_view(Some(Arc::new(marked)));
+                }
+            }
+        }
+    }
+
     fn finish(&mut self, joined: Result<Finished<E>, JoinError>) -> Result<(), DaemonError> {
         self.shared.health().running_since = None;
         let Finished {
@@ -387,6 +412,7 @@ where
         self.shared
             .metrics
             .record_tick(&tick, took, SystemTime::now());
+        self.keep_view(&tick);
         {
             let mut health = self.shared.health();
             match CycleOutcome::of(&tick) {

@@ -86,6 +86,78 @@ pub struct ClusterOutcome {
     /// CloudStack alert and annotation are left to it (none where it does not run, or with
     /// `notify.defer_to_server_check = false`).
     pub left_to_server: std::collections::BTreeSet<crate::diff::FindingKey>,
+    /// Of a cluster compared with findings, or only in part: its three views as this cycle
+    /// saw them, for the status page (bounded, see [`Views`]).
+    pub views: Option<Box<Views>>,
+}
+
+/// A cluster's three views as a cycle saw them: the map's VMs, the owner's other VMs named as
+/// its nodes, and its Kubernetes nodes (`None`: not listed). At most [`VIEW_ROWS`] rows each,
+/// with the count of those left out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Views {
+    pub mapped: Vec<VmCell>,
+    pub named: Vec<VmCell>,
+    pub nodes: Option<Vec<String>>,
+    /// Rows left out of each view past [`VIEW_ROWS`].
+    pub left_out: usize,
+}
+
+/// A VM in a view: id, host name, state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VmCell {
+    pub id: String,
+    pub name: String,
+    pub state: String,
+}
+
+/// The rows a view keeps: a cluster of CKS has a handful of VMs; a tenant's flood of fake
+/// nodes is not kept past this.
+pub const VIEW_ROWS: usize = 200;
+
+impl Views {
+    fn of(snapshot: &crate::snapshot::ClusterSnapshot) -> Views {
+        let mut left_out = 0;
+        let mut cells = |vms: &mut dyn Iterator<Item = &crate::snapshot::Vm>| -> Vec<VmCell> {
+            let all: Vec<VmCell> = vms
+                .map(|vm| VmCell {
+                    id: vm.id.clone(),
+                    name: vm.name.clone(),
+                    state: vm.state.as_str().to_string(),
+                })
+                .collect();
+            left_out += all.len().saturating_sub(VIEW_ROWS);
+            all.into_iter().take(VIEW_ROWS).collect()
+        };
+        let mapped_ids: std::collections::HashSet<&str> =
+            snapshot.mapped.iter().map(|vm| vm.id.as_str()).collect();
+        let mapped = cells(&mut snapshot.mapped.iter());
+        let named = cells(
+            &mut snapshot
+                .named
+                .iter()
+                .filter(|vm| !mapped_ids.contains(vm.id.as_str())),
+        );
+        let nodes = match &snapshot.nodes {
+            crate::snapshot::NodeView::Listed(nodes) => {
+                left_out += nodes.len().saturating_sub(VIEW_ROWS);
+                Some(
+                    nodes
+                        .iter()
+                        .take(VIEW_ROWS)
+                        .map(|n| n.name.clone())
+                        .collect(),
+                )
+            }
+            crate::snapshot::NodeView::Unknown { .. } => None,
+        };
+        Views {
+            mapped,
+            named,
+            nodes,
+            left_out,
+        }
+    }
 }
 
 /// What one cycle saw.
@@ -166,6 +238,7 @@ fn outcome(
         expected_vms: a.expected_vms,
         db_ids: a.db_ids,
         left_to_server: Default::default(),
+        views: None,
     };
     match a.verdict {
         Verdict::Skipped { kind, reason } => {
@@ -184,6 +257,9 @@ fn outcome(
             outcome.mismatches = diff(&snapshot, policy, now);
             outcome.left_to_server =
                 crate::diff::server_check::reported_by_name(&snapshot, &outcome.mismatches);
+            if !outcome.mismatches.is_empty() || outcome.status == ClusterStatus::Partial {
+                outcome.views = Some(Box::new(Views::of(&snapshot)));
+            }
             for m in &outcome.mismatches {
                 let cluster = &outcome.cluster.name;
                 debug!(cluster = %cluster, kind = m.kind.as_str(), key = %m.key(), "mismatch");

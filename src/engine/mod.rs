@@ -4,6 +4,7 @@
 
 pub mod cycle;
 pub mod diagnose;
+pub mod findings;
 mod messages;
 pub mod takeover;
 
@@ -28,6 +29,7 @@ use crate::remote::NodeLister;
 use crate::remote::ssh::{KeyError, SshNodeLister};
 use crate::state::State;
 use crate::state::file::{StateError, StateFile};
+use crate::state::standing::{Standing, standings};
 use crate::state::step::{
     Coverage, IgnoreChange, NewKeys, Observed, StepSettings, StormChange, previous_maps, step,
 };
@@ -134,6 +136,8 @@ pub struct Tick {
     pub storm: Option<(Timestamp, usize)>,
     /// Open findings an `[[ignore]]` rule matches, by (rule number, reason).
     pub ignored: std::collections::BTreeMap<(usize, String), u64>,
+    /// With a state: where each open finding stands with its notifications.
+    pub standings: std::collections::HashMap<crate::state::RecordKey, Standing>,
 }
 
 /// A cluster whose nodes have not been listed for long: its `blind` finding is open.
@@ -222,6 +226,8 @@ impl Engine {
         }
         let lock = self.lock.as_deref();
         deliver_queued(&self.api, &self.delivery, lock, store, &mut tick).await;
+        // Where each finding stands once what could be delivered was.
+        tick.standings = standings(&store.state);
         // Every open finding goes to Alertmanager again, also after a failed cycle: an alert
         // must not lapse because the API was down for a cycle.
         if let Some(am) = &self.delivery.alertmanager {
@@ -341,6 +347,7 @@ impl Tick {
             blind: Vec::new(),
             storm: None,
             ignored: Default::default(),
+            standings: Default::default(),
         }
     }
 
@@ -353,6 +360,7 @@ impl Tick {
     /// ignored findings.
     fn read_state(&mut self, state: &State) {
         self.blind = blind_clusters(state);
+        self.standings = standings(state);
         self.storm = state.storm.as_ref().map(|s| (s.since, held(state)));
         for r in state
             .clusters

@@ -9,8 +9,8 @@ use serde::Serialize;
 use crate::base::untrusted::escaped;
 use crate::cloudstack::server_check::ServerCheck;
 use crate::diff::wording;
-use crate::diff::{Mismatch, MismatchKind, Subject};
 use crate::engine::cycle::{ClusterStatus, CycleReport};
+use crate::engine::findings::FindingRow;
 use crate::notify::DeliveryCounts;
 
 /// Exit codes of `check`.
@@ -36,33 +36,6 @@ struct JsonCluster<'a> {
 }
 
 #[derive(Serialize)]
-struct JsonMismatch<'a> {
-    cluster_id: &'a str,
-    cluster: &'a str,
-    kind: MismatchKind,
-    key: String,
-    vm_id: Option<&'a str>,
-    vm_name: Option<&'a str>,
-    vm_state: Option<String>,
-    node: Option<&'a str>,
-    /// For `identity_conflict`: the VM the node's name is (`vm_*` is the VM it is).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    named_vm_id: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    named_vm_name: Option<&'a str>,
-    reason: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    new: Option<bool>,
-    /// The `[[ignore]]` rule that matches it (`rule <n>: <reason>`): reported, not alerted.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    ignored: Option<&'a str>,
-    /// CloudStack's own VM map check alerts it: cks-drift raises no CloudStack alert or
-    /// annotation for it.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    left_to_server: bool,
-}
-
-#[derive(Serialize)]
 struct JsonReport<'a> {
     started: String,
     duration_seconds: f64,
@@ -70,17 +43,7 @@ struct JsonReport<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     server_check: Option<&'static str>,
     clusters: Vec<JsonCluster<'a>>,
-    mismatches: Vec<JsonMismatch<'a>>,
-}
-
-/// The JSON report's `vm_state`: the VM's state, or `<shown>/<expected>` for a count.
-fn vm_state(m: &Mismatch) -> Option<String> {
-    match &m.subject {
-        Subject::Vm(vm) | Subject::Conflict { is: vm, .. } => Some(vm.state.clone()),
-        Subject::MapRows { shown, expected } => Some(format!("{shown}/{expected}")),
-        Subject::Blind { since, .. } => Some(format!("since {since}")),
-        Subject::Node(_) => None,
-    }
+    mismatches: Vec<FindingRow>,
 }
 
 /// The JSON report (see docs/commands.md for the schema). `new` marks mismatches first reported
@@ -100,21 +63,9 @@ pub fn to_json(report: &CycleReport, new: Option<&NewKeys>) -> String {
         .clusters
         .iter()
         .flat_map(|c| {
-            c.mismatches.iter().map(move |m| JsonMismatch {
-                cluster_id: &c.cluster.id,
-                cluster: &c.cluster.name,
-                kind: m.kind,
-                key: m.key().to_string(),
-                vm_id: m.vm().map(|v| v.id.as_str()),
-                vm_name: m.vm().and_then(|v| v.name.as_deref()),
-                vm_state: vm_state(m),
-                node: m.node(),
-                named_vm_id: m.named_vm().map(|v| v.id.as_str()),
-                named_vm_name: m.named_vm().and_then(|v| v.name.as_deref()),
-                reason: wording::reason(&c.cluster.name, m),
-                new: new.map(|n| n.contains(&(c.cluster.id.clone(), m.key()))),
-                ignored: c.ignored.get(&m.key()).map(String::as_str),
-                left_to_server: c.left_to_server.contains(&m.key()),
+            c.mismatches.iter().map(move |m| {
+                let new = new.map(|n| n.contains(&(c.cluster.id.clone(), m.key())));
+                FindingRow::of(c, m, new)
             })
         })
         .collect();

@@ -10,6 +10,7 @@
 
 pub mod file;
 pub mod ignore;
+pub mod standing;
 pub mod step;
 pub mod v1;
 

@@ -26,7 +26,7 @@ const SOON: Duration = Duration::from_secs(20);
 
 /// The daemon's config: the harness's, with `check` lines added to `[check]`, the endpoint
 /// on `port`, and the remote command run through `wrapper` when given.
-fn daemon_config(
+pub(crate) fn daemon_config(
     cloud: &TestCloud,
     port: u16,
     check: &str,
@@ -61,7 +61,7 @@ fn script(path: &Path, body: &str) -> PathBuf {
 }
 
 /// The running binary; killed on drop.
-struct Daemon {
+pub(crate) struct Daemon {
     child: Child,
     stderr: PathBuf,
     port: u16,
@@ -72,7 +72,7 @@ struct Daemon {
 
 impl Daemon {
     /// Starts `cks-drift run -c config` with a notify socket in `dir`, and waits for READY=1.
-    async fn start(dir: &Path, config: &Path, port: u16) -> Daemon {
+    pub(crate) async fn start(dir: &Path, config: &Path, port: u16) -> Daemon {
         Daemon::start_with(dir, config, port, None).await
     }
 
@@ -157,7 +157,7 @@ impl Daemon {
         }
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
 
@@ -179,7 +179,7 @@ impl Daemon {
         assert!(status.success(), "kill -{name}");
     }
 
-    async fn get(&self, path: &str) -> (u16, String, String) {
+    pub(crate) async fn get(&self, path: &str) -> (u16, String, String) {
         let response = self
             .http
             .get(format!("http://127.0.0.1:{}{path}", self.port))
@@ -207,12 +207,12 @@ impl Daemon {
         sample(&self.metrics().await, series)
     }
 
-    async fn ok_cycles(&self) -> f64 {
+    pub(crate) async fn ok_cycles(&self) -> f64 {
         self.metric("cks_drift_cycles_total{outcome=\"ok\"}").await
     }
 
     /// Polls `cond` every 100 ms until it holds, or panics naming `what` with the log.
-    async fn wait_until<F, Fut>(&self, what: &str, mut cond: F)
+    pub(crate) async fn wait_until<F, Fut>(&self, what: &str, mut cond: F)
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = bool>,

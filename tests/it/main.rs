@@ -20,6 +20,7 @@ mod refusals;
 mod releases;
 mod server_check;
 mod ssh;
+mod status_page;
 mod storm;
 mod support;
 mod tenant;

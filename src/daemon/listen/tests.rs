@@ -2,8 +2,6 @@
 //! while another listener holds it: with real loopback sockets, and under paused time for the
 //! waits.
 
-use std::sync::Mutex;
-
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
@@ -100,9 +98,9 @@ fn the_socket_systemd_passed_wins_over_http_listen() {
 }
 
 fn shared() -> Arc<Shared> {
-    Arc::new(Shared {
-        metrics: Metrics::new(false),
-        health: Mutex::new(Health {
+    Arc::new(Shared::new(
+        Metrics::new(false),
+        Health {
             enabled: false,
             interval: Duration::from_secs(60),
             since: Instant::now(),
@@ -111,8 +109,8 @@ fn shared() -> Arc<Shared> {
             running_since: None,
             standby: false,
             lock_node: None,
-        }),
-    })
+        },
+    ))
 }
 
 /// The status line of `GET /healthz` at `addr`, or what came instead within 2 s.

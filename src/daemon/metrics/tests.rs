@@ -109,6 +109,7 @@ fn cluster(
         ignored: Default::default(),
         db_ids: None,
         left_to_server: Default::default(),
+        views: None,
         status,
         skip: None,
         reason: None,
@@ -133,6 +134,7 @@ fn tick(
         blind: Vec::new(),
         storm: None,
         ignored: Default::default(),
+        standings: Default::default(),
     }
 }
 

@@ -151,6 +151,7 @@ impl Ticker for Fake {
                 blind: Vec::new(),
                 storm: None,
                 ignored: Default::default(),
+                standings: Default::default(),
             }
         }
     }
