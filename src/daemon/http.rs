@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::daemon::metrics::{CONTENT_TYPE, Metrics};
 use crate::daemon::status::{Standby, View, api, page};
+use crate::daemon::web::WebSecurity;
 
 /// The most slack `/healthz` allows beyond two intervals; smaller intervals get as much
 /// slack as one interval.
@@ -132,6 +133,8 @@ pub struct Shared {
     pub health: Mutex<Health>,
     /// What the last cycle saw, for the status page and the API (`None` before the first).
     pub view: Mutex<Option<Arc<View>>>,
+    /// TLS and basic authentication (none by default).
+    pub web: WebSecurity,
 }
 
 impl Shared {
@@ -140,7 +143,13 @@ impl Shared {
             metrics,
             health: Mutex::new(health),
             view: Mutex::new(None),
+            web: WebSecurity::open(),
         }
+    }
+
+    /// The same, served with `web`'s TLS and authentication.
+    pub fn with_web(self, web: WebSecurity) -> Shared {
+        Shared { web, ..self }
     }
 
     pub fn health(&self) -> MutexGuard<'_, Health> {
@@ -178,7 +187,39 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v1/findings", get(api_findings))
         .route("/api/v1/clusters", get(api_clusters))
         .route("/api/v1/clusters/{id}", get(api_cluster))
+        .layer(axum::middleware::from_fn_with_state(
+            shared.clone(),
+            authenticate,
+        ))
         .with_state(shared)
+}
+
+/// Basic authentication (`http.basic_auth_users`), before any path is served.
+async fn authenticate(
+    State(shared): State<Arc<Shared>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let authorization = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|v| v.as_bytes().to_vec());
+    if shared
+        .web
+        .admits(request.uri().path(), authorization.as_deref())
+        .await
+    {
+        return next.run(request).await;
+    }
+    (
+        StatusCode::UNAUTHORIZED,
+        [
+            (header::WWW_AUTHENTICATE, "Basic realm=\"cks-drift\""),
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+        ],
+        "authentication required\n",
+    )
+        .into_response()
 }
 
 /// Headers of every page and API answer: nothing is cached by a proxy or kept by a browser
@@ -502,6 +543,7 @@ pub async fn serve(
     shared: Arc<Shared>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
+    let shared_tls = shared.web.tls.clone();
     let app = router(shared);
     let registry = Arc::new(Mutex::new(Connections::default()));
     let mut connections = tokio::task::JoinSet::new();
@@ -537,22 +579,20 @@ pub async fn serve(
         });
         let registry = registry.clone();
         let shutdown = shutdown.clone();
+        let tls = shared_tls.clone();
         connections.spawn(async move {
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            tokio::pin!(connection);
-            tokio::select! {
-                _ = connection.as_mut() => {}
-                () = close.cancelled() => {
-                    // Closed to make room, and still idle (no request came since it was
-                    // chosen): dropped at once, with whatever half a request it holds.
-                    // At shutdown, or when a request came after all, the answer is finished
-                    // first.
-                    if shutdown.is_cancelled() || busy_now.load(Ordering::Acquire) > 0 {
-                        connection.as_mut().graceful_shutdown();
-                        let _ = connection.await;
+            match tls {
+                None => serve_connection(stream, service, &close, &shutdown, &busy_now).await,
+                Some(acceptor) => {
+                    // The handshake, too, must end within the header deadline.
+                    let handshake =
+                        tokio::time::timeout(HEADER_READ_TIMEOUT, acceptor.accept(stream)).await;
+                    match handshake {
+                        Ok(Ok(stream)) => {
+                            serve_connection(stream, service, &close, &shutdown, &busy_now).await;
+                        }
+                        Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                        Err(_) => tracing::debug!("TLS handshake not done in time"),
                     }
                 }
             }
@@ -562,6 +602,41 @@ pub async fn serve(
     }
     while connections.join_next().await.is_some() {}
     Ok(())
+}
+
+/// Serves one connection (plain or TLS) until it ends; closed at once when `close` fires while
+/// it is idle, or after its answer at shutdown or when a request came after all.
+async fn serve_connection<I, S>(
+    io: I,
+    service: S,
+    close: &CancellationToken,
+    shutdown: &CancellationToken,
+    busy: &AtomicUsize,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: hyper::service::HttpService<hyper::body::Incoming> + Send,
+    S::ResBody: Send + 'static,
+    <S::ResBody as hyper::body::Body>::Data: Send,
+    <S::ResBody as hyper::body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S::Future: Send,
+{
+    let connection = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .serve_connection(hyper_util::rt::TokioIo::new(io), service);
+    tokio::pin!(connection);
+    tokio::select! {
+        _ = connection.as_mut() => {}
+        () = close.cancelled() => {
+            // Closed to make room, and still idle (no request came since it was chosen):
+            // dropped at once, with whatever half a request it holds. At shutdown, or when a
+            // request came after all, the answer is finished first.
+            if shutdown.is_cancelled() || busy.load(Ordering::Acquire) > 0 {
+                connection.as_mut().graceful_shutdown();
+                let _ = connection.await;
+            }
+        }
+    }
 }
 
 fn lock(registry: &Mutex<Connections>) -> MutexGuard<'_, Connections> {

@@ -17,6 +17,7 @@ mod messages;
 pub mod metrics;
 pub mod service;
 pub mod status;
+pub mod web;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -47,6 +48,8 @@ pub enum DaemonError {
     State(#[from] StateError),
     #[error("cannot set up checking")]
     Engine(#[from] EngineError),
+    #[error("cannot set up the endpoint")]
+    Web(#[from] crate::daemon::web::WebError),
     #[error("cannot handle signal {signal}")]
     Signal {
         signal: &'static str,

@@ -119,19 +119,23 @@ where
     let initial_role = initial.as_ref().map(|t| t.role);
     let metrics = Metrics::new(config.check.enabled);
     engine.take_over(None, &metrics);
-    let shared = Arc::new(Shared::new(
-        metrics,
-        Health {
-            enabled: config.check.enabled,
-            interval: config.check.interval,
-            since: started + config.check.initial_delay,
-            last_success: None,
-            last_failure: None,
-            running_since: None,
-            standby: initial_role == Some(Role::Standby),
-            lock_node: initial.as_ref().and_then(local_node),
-        },
-    ));
+    let web = crate::daemon::web::WebSecurity::from_config(&config.http)?;
+    let shared = Arc::new(
+        Shared::new(
+            metrics,
+            Health {
+                enabled: config.check.enabled,
+                interval: config.check.interval,
+                since: started + config.check.initial_delay,
+                last_success: None,
+                last_failure: None,
+                running_since: None,
+                standby: initial_role == Some(Role::Standby),
+                lock_node: initial.as_ref().and_then(local_node),
+            },
+        )
+        .with_web(web),
+    );
     if let Some(term) = &initial {
         shared.metrics.set_role(term.role);
         shared.metrics.set_lock_node(term.node.as_deref());

@@ -33,6 +33,30 @@ pub enum Format {
     Json,
 }
 
+/// `run`'s help and man page: a Prometheus scrape config for the endpoint on loopback, and
+/// for one opened beyond it with TLS and basic authentication.
+const SCRAPE_CONFIGS: &str = "Prometheus scrape configs (prometheus.yml):
+
+On loopback (the default http.listen):
+
+  scrape_configs:
+    - job_name: cks-drift
+      static_configs:
+        - targets: ['127.0.0.1:9712']
+
+Beyond loopback, with http.tls_cert_file, http.tls_key_file and http.basic_auth_users:
+
+  scrape_configs:
+    - job_name: cks-drift
+      scheme: https
+      tls_config:
+        ca_file: /etc/prometheus/cks-drift-ca.pem
+      basic_auth:
+        username: prometheus
+        password_file: /etc/prometheus/cks-drift.password
+      static_configs:
+        - targets: ['cks-drift.example.com:9712']";
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run one check cycle and print the report on stdout.
@@ -47,8 +71,10 @@ pub enum Command {
         #[arg(long)]
         no_notify: bool,
     },
-    /// Run as a service: a check every check.interval, /metrics and /healthz (on the socket
-    /// systemd passes, else on http.listen), reload on SIGHUP, stop on SIGTERM or SIGINT.
+    /// Run as a service: a check every check.interval, /metrics, /healthz, a status page (/)
+    /// and its API (/api/v1/) on the socket systemd passes, else on http.listen; reload on
+    /// SIGHUP, stop on SIGTERM or SIGINT.
+    #[command(after_long_help = SCRAPE_CONFIGS)]
     Run {
         /// The config file.
         #[arg(short, long, default_value = "/etc/cks-drift/cks-drift.toml")]

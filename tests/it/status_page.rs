@@ -186,3 +186,63 @@ async fn a_browser_shows_the_findings_and_the_hostile_name_as_text_and_runs_no_s
     assert!(dom.contains(&worker), "{dom}");
     assert!(!dom.contains("<img"), "{dom}");
 }
+
+#[tokio::test]
+async fn an_endpoint_with_tls_and_basic_auth_asks_every_path_but_an_open_healthz() {
+    let (cloud, _id) = crate::support::cloud::one_cluster().await;
+    let pki = tempfile::tempdir().unwrap();
+    let ca = crate::support::pki::TestCa::new(pki.path());
+    let (cert, key) = ca.server("endpoint", "127.0.0.1", &["IP:127.0.0.1"]);
+    let hash = bcrypt::hash("right horse battery", 4).unwrap();
+    let port = free_port();
+    let (config, text) = daemon_config(&cloud, port, "interval = \"1h\"", None);
+    let text = text.replace(
+        "[http]\n",
+        &format!(
+            "[http]\ntls_cert_file = \"{}\"\ntls_key_file = \"{}\"\n\
+             basic_auth_users = [\"prometheus:{hash}\"]\nhealthz_without_auth = true\n",
+            cert.display(),
+            key.display()
+        ),
+    );
+    std::fs::write(&config, text).unwrap();
+    let _daemon = Daemon::start(cloud.dir.path(), &config, port).await;
+    let ca_pem = std::fs::read(ca.path("ca.pem")).unwrap();
+    let client = reqwest::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(&ca_pem).unwrap()])
+        .build()
+        .unwrap();
+    let url = |path: &str| format!("https://127.0.0.1:{port}{path}");
+
+    let healthz = client.get(url("/healthz")).send().await.unwrap();
+    assert_eq!(healthz.status(), 200);
+    for path in ["/metrics", "/", "/api/v1/status"] {
+        let refused = client.get(url(path)).send().await.unwrap();
+        assert_eq!(refused.status(), 401, "{path}");
+        assert_eq!(
+            refused.headers()["www-authenticate"],
+            "Basic realm=\"cks-drift\""
+        );
+        let wrong = client
+            .get(url(path))
+            .basic_auth("prometheus", Some("wrong"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(wrong.status(), 401, "{path}");
+        let right = client
+            .get(url(path))
+            .basic_auth("prometheus", Some("right horse battery"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(right.status(), 200, "{path}");
+    }
+    // Plain HTTP on the TLS port gets no answer.
+    let plain = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{port}/healthz"))
+        .timeout(Duration::from_secs(8))
+        .send()
+        .await;
+    assert!(plain.is_err() || plain.unwrap().status() != 200);
+}

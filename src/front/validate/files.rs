@@ -28,6 +28,26 @@ pub(super) fn file_errors(raw: &Raw<'_>) -> Vec<Finding> {
         };
         out.push(Finding::error("cloudstack.ca_file", text));
     }
+    if let (Some(cert), Some(key)) = (
+        raw.path("http.tls_cert_file"),
+        raw.path("http.tls_key_file"),
+    ) {
+        let http = crate::config::HttpSettings {
+            listen: None,
+            tls: Some(crate::config::http::TlsFiles {
+                cert: cert.to_path_buf(),
+                key: key.to_path_buf(),
+            }),
+            basic_auth_users: Vec::new(),
+            healthz_without_auth: false,
+        };
+        if let Err(e) = crate::daemon::web::WebSecurity::from_config(&http) {
+            out.push(Finding::error(
+                "http.tls_cert_file",
+                crate::base::error_chain::error_chain(&e),
+            ));
+        }
+    }
     let strict = raw.str("ssh.host_key_policy") == Some("strict");
     let known_hosts = raw
         .path("ssh.known_hosts")

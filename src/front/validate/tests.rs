@@ -290,6 +290,30 @@ fn storms_turned_off_are_warned_about() {
 }
 
 #[test]
+fn an_endpoint_beyond_loopback_without_tls_and_passwords_is_warned_about() {
+    let base = "[cloudstack]\nurl = \"https://c.example/client/api\"\napi_key = \"AK\"\nsecret_key = \"SK\"\n[http]\n";
+    let warned = |http: &str| {
+        let text = format!("{base}{http}");
+        lines(&setting_warnings(&Raw(&text.parse().unwrap())))
+    };
+    assert_eq!(warned(""), Vec::<String>::new());
+    assert_eq!(
+        warned("listen = \"127.0.0.1:9712\"\n"),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        warned("listen = \"0.0.0.0:9712\"\n"),
+        [
+            "warning: http.listen: is \"0.0.0.0:9712\", beyond loopback, without TLS (http.tls_cert_file, http.tls_key_file) or authentication (http.basic_auth_users); anyone who reaches the port reads every tenant's findings on the status page and its API; set both, or listen on 127.0.0.1"
+        ]
+    );
+    let tls = "listen = \"0.0.0.0:9712\"\ntls_cert_file = \"c.pem\"\ntls_key_file = \"c.key\"\n";
+    assert!(warned(tls)[0].contains("without authentication (http.basic_auth_users)"));
+    let both = format!("{tls}basic_auth_users = [\"p:$2y$10$x\"]\n");
+    assert_eq!(warned(&both), Vec::<String>::new());
+}
+
+#[test]
 fn a_listing_is_summed_up_with_identities_and_readiness() {
     use crate::remote::Readiness;
     use crate::snapshot::Node;

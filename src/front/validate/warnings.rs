@@ -60,7 +60,45 @@ fn exposure_warnings(raw: &Raw<'_>) -> Vec<Finding> {
             crate::config::HOST_KEYS_OFF,
         ));
     }
+    out.extend(endpoint_warning(raw));
     out
+}
+
+/// The endpoint listens beyond loopback without TLS or without authentication: anyone who
+/// reaches the port reads every tenant's findings on the status page and its API.
+fn endpoint_warning(raw: &Raw<'_>) -> Option<Finding> {
+    let listen = raw
+        .str("http.listen")
+        .unwrap_or(crate::config::DEFAULT_LISTEN)
+        .trim();
+    let addr: std::net::SocketAddr = listen.parse().ok()?;
+    if addr.ip().is_loopback() {
+        return None;
+    }
+    let tls = raw.str("http.tls_cert_file").is_some();
+    let auth = raw
+        .value("http.basic_auth_users")
+        .and_then(toml::Value::as_array)
+        .is_some_and(|users| !users.is_empty());
+    let missing = match (tls, auth) {
+        (true, true) => return None,
+        (false, true) => {
+            "TLS (http.tls_cert_file, http.tls_key_file): the passwords travel in clear"
+        }
+        (true, false) => "authentication (http.basic_auth_users)",
+        (false, false) => {
+            "TLS (http.tls_cert_file, http.tls_key_file) or authentication \
+             (http.basic_auth_users)"
+        }
+    };
+    Some(Finding::warning(
+        "http.listen",
+        format!(
+            "is {listen:?}, beyond loopback, without {missing}; anyone who reaches the port \
+             reads every tenant's findings on the status page and its API; set both, or listen \
+             on 127.0.0.1"
+        ),
+    ))
 }
 
 /// The risks `notify::alertmanager` sees in `[alertmanager]`, when the file has one.
