@@ -179,9 +179,12 @@ async fn a_browser_shows_the_findings_and_the_hostile_name_as_text_and_runs_no_s
         "no screenshot"
     );
     let url = format!("http://127.0.0.1:{port}/clusters/{id}");
-    let dom = tokio::task::spawn_blocking(move || chromium(&url, &[]))
-        .await
-        .unwrap();
+    let shot = artifacts.join("cluster-page.png");
+    let dom = tokio::task::spawn_blocking(move || {
+        chromium(&url, &[format!("--screenshot={}", shot.display())])
+    })
+    .await
+    .unwrap();
     assert!(dom.contains("Other VMs named as its nodes"), "{dom}");
     assert!(dom.contains(&worker), "{dom}");
     assert!(!dom.contains("<img"), "{dom}");
