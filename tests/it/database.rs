@@ -548,6 +548,34 @@ async fn two_management_servers_alert_once_and_the_standby_takes_over() {
         "{}",
         instances[standby].log()
     );
+    // Its status page says so, in a browser, and the active one's shows the finding.
+    let standby_url = format!("http://127.0.0.1:{}/", instances[standby].port);
+    let active_url = format!("http://127.0.0.1:{}/", instances[active].port);
+    let shot = crate::status_page::artifact("standby-page.png");
+    let (standby_dom, active_dom) = tokio::task::spawn_blocking(move || {
+        (
+            crate::status_page::chromium(
+                &standby_url,
+                &[format!("--screenshot={}", shot.display())],
+            ),
+            crate::status_page::chromium(&active_url, &[]),
+        )
+    })
+    .await
+    .unwrap();
+    assert!(
+        standby_dom.contains("standby: another instance holds the lock in the CloudStack database"),
+        "{standby_dom}"
+    );
+    assert!(
+        standby_dom.contains("No cycle has run yet."),
+        "{standby_dom}"
+    );
+    assert!(
+        active_dom.contains("active: this instance holds the lock"),
+        "{active_dom}"
+    );
+    assert!(active_dom.contains(&worker), "{active_dom}");
 
     // The active server dies: the other takes over within one interval (2 s) and its lock
     // attempt (0.3 s), reads back what was reported, and re-alerts nothing.

@@ -117,9 +117,18 @@ async fn the_status_page_and_the_api_show_the_last_cycle_and_escape_tenant_text(
     assert_eq!(cloud.sim().calls().len(), calls);
 }
 
+/// Where a screenshot is kept for people to look at (CI keeps `target/artifacts`).
+pub(crate) fn artifact(name: &str) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/artifacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
 /// Headless Chromium (Debian's `chromium`) on `url`: the DOM after the page loaded, with
 /// `extra` arguments (a screenshot).
-fn chromium(url: &str, extra: &[String]) -> String {
+pub(crate) fn chromium(url: &str, extra: &[String]) -> String {
     let profile = tempfile::tempdir().unwrap();
     let out = std::process::Command::new("chromium")
         .args([
@@ -157,11 +166,8 @@ async fn a_browser_shows_the_findings_and_the_hostile_name_as_text_and_runs_no_s
     daemon
         .wait_until("a cycle", || async { daemon.ok_cycles().await >= 1.0 })
         .await;
-    // The screenshot is kept for people to look at (CI keeps target/artifacts).
-    let artifacts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/artifacts");
-    std::fs::create_dir_all(&artifacts).unwrap();
-    let shot = artifacts.join("status-page.png");
-    let _ = std::fs::remove_file(&shot);
+    let shot = artifact("status-page.png");
+    let shot_path = shot.clone();
     let url = format!("http://127.0.0.1:{port}/");
     let dom = tokio::task::spawn_blocking(move || {
         chromium(&url, &[format!("--screenshot={}", shot.display())])
@@ -174,12 +180,9 @@ async fn a_browser_shows_the_findings_and_the_hostile_name_as_text_and_runs_no_s
     assert!(!dom.contains("<script"), "{dom}");
     assert!(dom.contains("unmapped_vm"), "{dom}");
     assert!(dom.contains("alert raised, annotation raised"), "{dom}");
-    assert!(
-        artifacts.join("status-page.png").metadata().unwrap().len() > 1000,
-        "no screenshot"
-    );
+    assert!(shot_path.metadata().unwrap().len() > 1000, "no screenshot");
     let url = format!("http://127.0.0.1:{port}/clusters/{id}");
-    let shot = artifacts.join("cluster-page.png");
+    let shot = artifact("cluster-page.png");
     let dom = tokio::task::spawn_blocking(move || {
         chromium(&url, &[format!("--screenshot={}", shot.display())])
     })
