@@ -177,8 +177,10 @@ pub fn cluster(view: Option<&View>, id: &str) -> Result<Value, Refused> {
         }),
         None => Value::Null,
     };
+    // At most [`MAX_ROWS`]; `findings` counts them all.
     out["open_findings"] = view
         .findings_of(&c.id)
+        .take(MAX_ROWS)
         .map(|f| serde_json::to_value(finding(f)).unwrap_or(Value::Null))
         .collect();
     out["at"] = json!(view.at.to_string());

@@ -298,8 +298,8 @@ pub fn cluster(
         let _ = write!(out, ": {}", html(reason));
     }
     out.push_str(".</p>\n");
-    let findings: Vec<&Finding> = view.findings_of(&c.id).collect();
-    let _ = writeln!(out, "<h2>Open findings ({})</h2>", findings.len());
+    let findings: Vec<&Finding> = view.findings_of(&c.id).take(MAX_ROWS).collect();
+    let _ = writeln!(out, "<h2>Open findings ({})</h2>", c.findings);
     if !findings.is_empty() {
         out.push_str(
             "<table id=\"findings\"><thead><tr><th>Kind</th><th>Subject</th><th>Since</th>\
@@ -309,7 +309,7 @@ pub fn cluster(
             finding_row(&mut out, f, false);
         }
         out.push_str("</tbody></table>\n<ul id=\"reasons\">\n");
-        for f in view.findings_of(&c.id) {
+        for f in view.findings_of(&c.id).take(MAX_ROWS) {
             let _ = writeln!(out, "<li>{}</li>", html(&f.row.reason));
         }
         out.push_str("</ul>\n");
