@@ -136,6 +136,7 @@ fn main() {
         storm: None,
         ignored: Default::default(),
         standings: cks_drift::state::standing::standings(&state),
+        state_write_attempted: false,
     };
     let calls = sim.calls().len();
 

@@ -25,7 +25,8 @@ use crate::engine::cycle::{ClusterStatus, MapSource};
 use help::{
     API_REQUESTS_TOTAL, BLIND_SECONDS, CLUSTERS, CYCLES_TOTAL, FINDINGS_LEFT_TO_SERVER,
     IGNORED_FINDINGS, LOCK_HELD_ELSEWHERE, LOCK_NODE_INFO, MAP_READS_TOTAL, NOTIFICATIONS_TOTAL,
-    ROLE, SERVER_CHECK, STORM, STORM_HELD_FINDINGS,
+    ROLE, SERVER_CHECK, STATE_WRITE_FAILING, STATE_WRITE_FAILURES_TOTAL, STORM,
+    STORM_HELD_FINDINGS,
 };
 
 /// The `Content-Type` of the exposition.
@@ -143,6 +144,9 @@ pub struct Metrics {
     cycle_duration: AtomicU64,
     /// `f64` bits of Unix seconds; 0 until a cycle succeeds.
     last_success: AtomicU64,
+    /// The last attempt to write the state file failed.
+    state_write_failing: AtomicBool,
+    state_write_failures: AtomicU64,
     families: Mutex<Families>,
     api: Mutex<ApiRequests>,
 }
@@ -177,6 +181,8 @@ impl Metrics {
             notifications_pending: AtomicU64::new(0),
             cycle_duration: AtomicU64::new(f64::NAN.to_bits()),
             last_success: AtomicU64::new(0f64.to_bits()),
+            state_write_failing: AtomicBool::new(false),
+            state_write_failures: AtomicU64::new(0),
             families: Mutex::new(families),
             api: Mutex::new(ApiRequests::default()),
         }
@@ -231,6 +237,15 @@ impl Metrics {
                 .as_secs_f64();
             self.last_success.store(secs.to_bits(), Ordering::Relaxed);
         }
+        // A tick that did not come to writing (standing by, the caller not checked) says
+        // nothing about the file: the gauge keeps what the last attempt found.
+        if tick.state_write_attempted {
+            let failed = tick.state_error.is_some();
+            self.state_write_failing.store(failed, Ordering::Relaxed);
+            if failed {
+                self.state_write_failures.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         let mut f = lock(&self.families);
         *f.cycles.entry(outcome).or_default() += 1;
         for (&(channel, result), &n) in &tick.delivered {
@@ -280,6 +295,7 @@ impl Metrics {
         let mut out = String::new();
         self.render_instance(&mut out);
         self.render_cycles(&mut out, &f);
+        self.render_state_file(&mut out);
         render_last_cycle(&mut out, &f);
         render_traffic(&mut out, &f, &api_totals);
         render_finding_states(&mut out, &f);
@@ -380,6 +396,27 @@ impl Metrics {
             &[],
             Float(last),
         );
+    }
+
+    /// Whether the state file can be written: while it cannot, nothing is sent.
+    fn render_state_file(&self, out: &mut String) {
+        header(
+            out,
+            "cks_drift_state_write_failing",
+            "gauge",
+            STATE_WRITE_FAILING,
+        );
+        let failing = self.state_write_failing.load(Ordering::Relaxed);
+        sample(
+            out,
+            "cks_drift_state_write_failing",
+            &[],
+            u64::from(failing),
+        );
+        let name = "cks_drift_state_write_failures_total";
+        header(out, name, "counter", STATE_WRITE_FAILURES_TOTAL);
+        let failures = self.state_write_failures.load(Ordering::Relaxed);
+        sample(out, name, &[], failures);
     }
 
     /// What the deliveries left queued.

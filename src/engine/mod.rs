@@ -130,6 +130,9 @@ pub struct Tick {
     pub pending: usize,
     /// The state could not be written: nothing was sent.
     pub state_error: Option<StateError>,
+    /// The tick came to writing the state file, and `state_error` says whether it could; false
+    /// for a tick that ended before (no state, standing by, the caller not checked).
+    pub state_write_attempted: bool,
     /// Clusters with an open `blind` finding.
     pub blind: Vec<Blind>,
     /// The storm under way after the tick: since when, and the findings it holds.
@@ -219,6 +222,7 @@ impl Engine {
         // earlier notifications are queued: a crash after this point repeats deliveries
         // (recognised by their markers), it never forgets them; and while the state cannot be
         // written, nothing is sent that a crash would send again.
+        tick.state_write_attempted = true;
         if let Err(e) = store.file.save(&store.state) {
             error!(error = %error_chain(&e), "{STATE_NOT_WRITTEN}");
             tick.state_error = Some(e);
@@ -344,6 +348,7 @@ impl Tick {
             delivered: DeliveryCounts::new(),
             pending,
             state_error: None,
+            state_write_attempted: false,
             blind: Vec::new(),
             storm: None,
             ignored: Default::default(),

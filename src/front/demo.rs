@@ -7,6 +7,7 @@
 //! engine's, exactly as `check` and `run` use them. The client reaches the simulated
 //! CloudStack (the `cks-drift-sim` crate) through `sim_transport`.
 
+mod invocation;
 mod serve;
 mod sim_transport;
 

@@ -255,17 +255,23 @@ impl Served {
             .spawn()
             .expect("start cks-drift demo --serve");
         let stdout = process.stdout.take().expect("its standard output");
+        // Read up to the last line of the instructions, the config line on the way.
         let (config, printed) = tokio::task::spawn_blocking(move || {
             let mut printed = String::new();
+            let mut config = None;
             for line in BufReader::new(stdout).lines() {
                 let line = line.expect("read what it prints");
                 printed.push_str(&line);
                 printed.push('\n');
                 if let Some(path) = line.strip_prefix("config") {
-                    return (PathBuf::from(path.trim()), printed);
+                    config = Some(PathBuf::from(path.trim()));
+                }
+                if line == "cluster matches, 2 when it cannot run." {
+                    let config = config.unwrap_or_else(|| panic!("no config line in:\n{printed}"));
+                    return (config, printed);
                 }
             }
-            panic!("no config line in:\n{printed}");
+            panic!("no end of the instructions in:\n{printed}");
         })
         .await
         .unwrap();
@@ -320,6 +326,35 @@ async fn demo_serve_gives_a_cloud_that_check_explain_and_validate_config_run_aga
         );
     }
     let c = served.config.to_str().unwrap().to_string();
+    // The commands as they run where the binary is: this one is built in the source tree, so
+    // `cargo run --` there (a plain `cks-drift` is not on a clone's PATH), unless the tests
+    // were built in another target folder.
+    let tree = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let binary = crate::support::cloud::binary();
+    let (p, place) = if binary == tree.join("target/debug/cks-drift") {
+        (
+            "cargo run --".to_string(),
+            format!(", in {}", tree.display()),
+        )
+    } else {
+        (binary.display().to_string(), String::new())
+    };
+    let instructions = format!(
+        "db drifts four ways; web and analytics match; ci and edge are skipped. In another\n\
+         terminal, as this user{place}:\n\n\
+         \x20 {p} validate-config -c {c} --connect\n\
+         \x20 {p} check -c {c} --no-notify\n\
+         \x20 {p} explain -c {c} db\n\
+         \x20 {p} check -c {c}   # raises alerts and annotations in the simulated cloud\n\
+         \x20 {p} run -c {c}     # the service: a check every 5 minutes\n\n\
+         check exits 1 when it finds mismatches (here, db's four), 0 when every checked\n\
+         cluster matches, 2 when it cannot run.\n"
+    );
+    assert!(
+        served.printed.ends_with(&format!("{c}\n\n{instructions}")),
+        "{}",
+        served.printed
+    );
     let validate = cks_drift(&["validate-config", "-c", &c, "--connect"]).await;
     assert_eq!(validate.code, 0, "{validate:?}");
     let web = served.control_node("web");

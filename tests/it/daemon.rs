@@ -18,6 +18,7 @@ use cks_drift::diff::wording::alert_marker;
 use tokio::net::UnixDatagram;
 use tokio::task::JoinHandle;
 
+use crate::refusals::SmallDisk;
 use crate::support::cloud::{API_KEY, SECRET_KEY, TestCloud, binary, one_cluster};
 use crate::support::sshd::free_port;
 
@@ -1099,4 +1100,48 @@ async fn validate_config_under_socket_activation_says_the_passed_socket_is_serve
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A state file that cannot be written (a full disk) shows in `cks_drift_state_write_failing`
+/// and `cks_drift_state_write_failures_total`, and the gauge clears once it is written again.
+#[tokio::test]
+async fn a_full_disk_shows_in_the_state_file_metrics_until_there_is_room() {
+    let (cloud, _) = one_cluster().await;
+    let disk = SmallDisk::mount(cloud.state_path().parent().unwrap());
+    let port = free_port();
+    let (config, _) = daemon_config(&cloud, port, "interval = \"1s\"", None);
+    let mut daemon = Daemon::start(cloud.dir.path(), &config, port).await;
+    daemon
+        .wait_until("a cycle", || async { daemon.ok_cycles().await >= 1.0 })
+        .await;
+    let failing = "cks_drift_state_write_failing";
+    assert_eq!(daemon.metric(failing).await, 0.0);
+    assert_eq!(
+        daemon.metric("cks_drift_state_write_failures_total").await,
+        0.0
+    );
+    disk.fill();
+    daemon
+        .wait_until("the state file failing", || async {
+            daemon.metric(failing).await == 1.0
+        })
+        .await;
+    let text = daemon.metrics().await;
+    promtool(&text);
+    assert!(
+        sample(&text, "cks_drift_state_write_failures_total") >= 1.0,
+        "{text}"
+    );
+    assert!(
+        sample(&text, "cks_drift_cycles_total{outcome=\"failed\"}") >= 1.0,
+        "{text}"
+    );
+    disk.free();
+    daemon
+        .wait_until("the state file written again", || async {
+            daemon.metric(failing).await == 0.0
+        })
+        .await;
+    daemon.signal("TERM");
+    assert_eq!(daemon.exit().await.code(), Some(0), "{}", daemon.log());
 }

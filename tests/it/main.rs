@@ -16,6 +16,7 @@ mod galera;
 mod hardening;
 mod identity;
 mod ignore;
+mod prometheus;
 mod refusals;
 mod releases;
 mod server_check;

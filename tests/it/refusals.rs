@@ -271,12 +271,12 @@ async fn a_failing_annotation_does_not_hold_back_the_alert_of_its_finding() {
 }
 
 /// A small tmpfs mounted over a folder, unmounted on drop: a disk that can be filled.
-struct SmallDisk {
+pub(crate) struct SmallDisk {
     path: PathBuf,
 }
 
 impl SmallDisk {
-    fn mount(path: &Path) -> SmallDisk {
+    pub(crate) fn mount(path: &Path) -> SmallDisk {
         std::fs::create_dir_all(path).unwrap();
         let status = Command::new("mount")
             .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
@@ -290,7 +290,7 @@ impl SmallDisk {
     }
 
     /// Fills the disk to the last byte.
-    fn fill(&self) {
+    pub(crate) fn fill(&self) {
         let filler = self.path.join("filler");
         let _ = Command::new("dd")
             .args(["if=/dev/zero", "bs=4k"])
@@ -298,7 +298,7 @@ impl SmallDisk {
             .output();
     }
 
-    fn free(&self) {
+    pub(crate) fn free(&self) {
         std::fs::remove_file(self.path.join("filler")).unwrap();
     }
 }

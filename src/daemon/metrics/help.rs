@@ -63,3 +63,11 @@ pub const SERVER_CHECK: &str = "CloudStack's own VM map check as last read \
 pub const FINDINGS_LEFT_TO_SERVER: &str = "Open findings CloudStack's own VM map check alerts, \
      for which cks-drift raises no CloudStack alert or annotation \
      (notify.defer_to_server_check).";
+
+/// `cks_drift_state_write_failing`.
+pub const STATE_WRITE_FAILING: &str = "1 while the last attempt to write the state file failed \
+     (a full disk, a read-only file system, permissions); cycles send nothing until it is written.";
+
+/// `cks_drift_state_write_failures_total`.
+pub const STATE_WRITE_FAILURES_TOTAL: &str =
+    "Cycles whose state file could not be written, before or after delivering notifications.";

@@ -131,6 +131,7 @@ fn tick(
         delivered,
         pending,
         state_error: None,
+        state_write_attempted: true,
         blind: Vec::new(),
         storm: None,
         ignored: Default::default(),
@@ -162,7 +163,7 @@ fn at(secs: f64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs_f64(secs)
 }
 
-const HEADERS: [(&str, &str); 20] = [
+const HEADERS: [(&str, &str); 22] = [
     ("cks_drift_check_enabled", "gauge"),
     ("cks_drift_role", "gauge"),
     ("cks_drift_lock_held_elsewhere", "gauge"),
@@ -171,6 +172,8 @@ const HEADERS: [(&str, &str); 20] = [
     ("cks_drift_cycles_total", "counter"),
     ("cks_drift_cycle_duration_seconds", "gauge"),
     ("cks_drift_last_success_timestamp_seconds", "gauge"),
+    ("cks_drift_state_write_failing", "gauge"),
+    ("cks_drift_state_write_failures_total", "counter"),
     ("cks_drift_clusters", "gauge"),
     ("cks_drift_open_mismatches", "gauge"),
     ("cks_drift_api_requests_total", "counter"),
@@ -207,6 +210,8 @@ fn a_fresh_daemon_shows_every_family_with_zeroes() {
             "cks_drift_cycles_total{outcome=\"ok\"} 0",
             "cks_drift_cycles_total{outcome=\"failed\"} 0",
             "cks_drift_last_success_timestamp_seconds 0",
+            "cks_drift_state_write_failing 0",
+            "cks_drift_state_write_failures_total 0",
             "cks_drift_clusters{status=\"checked\"} 0",
             "cks_drift_clusters{status=\"partial\"} 0",
             "cks_drift_clusters{status=\"skipped\"} 0",
@@ -325,6 +330,8 @@ async fn a_tick_shows_its_figures() {
             "cks_drift_cycles_total{outcome=\"failed\"} 0",
             "cks_drift_cycle_duration_seconds 1.5",
             "cks_drift_last_success_timestamp_seconds 1767225601.25",
+            "cks_drift_state_write_failing 0",
+            "cks_drift_state_write_failures_total 0",
             "cks_drift_clusters{status=\"checked\"} 1",
             "cks_drift_clusters{status=\"partial\"} 2",
             "cks_drift_clusters{status=\"skipped\"} 1",
@@ -411,6 +418,59 @@ fn a_failed_tick_counts_and_keeps_what_the_last_cycle_saw() {
     let text = metrics.render();
     assert!(text.contains("\ncks_drift_cycles_total{outcome=\"failed\"} 2\n"));
     assert!(text.contains("\ncks_drift_last_success_timestamp_seconds 1000\n"));
+}
+
+/// The state file gauge follows the last attempt to write it; the counter counts each failure.
+#[test]
+fn a_state_file_that_cannot_be_written_shows_until_it_is_written() {
+    let state = |metrics: &Metrics| -> Vec<String> {
+        samples(&metrics.render())
+            .into_iter()
+            .filter(|l| l.starts_with("cks_drift_state_write_"))
+            .map(str::to_string)
+            .collect()
+    };
+    let unwritten = || {
+        let mut t = tick(report(vec![]), DeliveryCounts::new(), 0);
+        t.state_error = Some(crate::state::file::StateError::Io {
+            action: "write",
+            path: "/s".into(),
+            source: std::io::Error::from(std::io::ErrorKind::StorageFull),
+        });
+        t
+    };
+    let metrics = Metrics::new(true);
+    metrics.record_tick(&unwritten(), Duration::from_secs(1), at(1000.0));
+    metrics.record_tick(&unwritten(), Duration::from_secs(1), at(2000.0));
+    assert_eq!(
+        state(&metrics),
+        [
+            "cks_drift_state_write_failing 1",
+            "cks_drift_state_write_failures_total 2"
+        ]
+    );
+    promtool(&metrics.render()).unwrap();
+    // A tick that ended before writing (standing by, say) does not clear it.
+    let mut standby = tick(Err(CycleError::Standby), DeliveryCounts::new(), 0);
+    standby.state_write_attempted = false;
+    metrics.record_tick(&standby, Duration::from_secs(1), at(3000.0));
+    assert_eq!(
+        state(&metrics),
+        [
+            "cks_drift_state_write_failing 1",
+            "cks_drift_state_write_failures_total 2"
+        ]
+    );
+    // A failed cycle whose state was written clears it: the file is writable again.
+    let written = tick(failed_report(), DeliveryCounts::new(), 0);
+    metrics.record_tick(&written, Duration::from_secs(1), at(4000.0));
+    assert_eq!(
+        state(&metrics),
+        [
+            "cks_drift_state_write_failing 0",
+            "cks_drift_state_write_failures_total 2"
+        ]
+    );
 }
 
 #[tokio::test]

@@ -148,6 +148,7 @@ impl Ticker for Fake {
                 delivered: Default::default(),
                 pending: 0,
                 state_error: None,
+                state_write_attempted: false,
                 blind: Vec::new(),
                 storm: None,
                 ignored: Default::default(),

@@ -23,6 +23,7 @@ use russh::{Channel, ChannelId};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 
+use super::invocation::Invocation;
 use super::{DEMO_API_KEY, Scenario, endpoint_of};
 use crate::base::time::Timestamp;
 use crate::remote::Readiness;
@@ -97,7 +98,9 @@ pub async fn serve(out: &mut dyn Write) -> Result<(), ServeError> {
     }
     let api = FakeCloudStack::start(scenario.sim.clone(), DEMO_API_KEY, DEMO_SECRET_KEY).await;
     let config = write_config(dir.path(), &api.url(), &client_key)?;
-    let _ = out.write_all(instructions(&api.url(), &control_nodes, &config).as_bytes());
+    let run = Invocation::of_current();
+    let text = instructions(&api.url(), &control_nodes, &config, &run);
+    let _ = out.write_all(text.as_bytes());
     let _ = out.flush();
     tokio::select! {
         _ = interrupt.recv() => {}
@@ -231,7 +234,12 @@ fn write_private(path: &Path, text: &str) -> Result<(), ServeError> {
         })
 }
 
-fn instructions(url: &str, control_nodes: &[ControlNode], config: &Path) -> String {
+fn instructions(
+    url: &str,
+    control_nodes: &[ControlNode],
+    config: &Path,
+    run: &Invocation,
+) -> String {
     let c = config.display();
     let mut text = format!(
         "cks-drift demo --serve: the demo's simulated CloudStack, served until Ctrl-C.\n\n\
@@ -245,15 +253,24 @@ fn instructions(url: &str, control_nodes: &[ControlNode], config: &Path) -> Stri
             node.cluster
         ));
     }
+    let place = match &run.dir {
+        Some(tree) => format!(", in {}", tree.display()),
+        None => String::new(),
+    };
     text.push_str(&format!(
         "config           {c}\n\n\
          db drifts four ways; web and analytics match; ci and edge are skipped. In another\n\
-         terminal, as this user:\n\n\
-         \x20 cks-drift validate-config -c {c} --connect\n\
-         \x20 cks-drift check -c {c} --no-notify\n\
-         \x20 cks-drift explain -c {c} db\n\
-         \x20 cks-drift check -c {c}      # raises alerts and annotations in the simulated cloud\n\
-         \x20 cks-drift run -c {c}        # the service: a check every 5 minutes\n\n"
+         terminal, as this user{place}:\n\n"
+    ));
+    let p = &run.program;
+    text.push_str(&format!(
+        "  {p} validate-config -c {c} --connect\n\
+         \x20 {p} check -c {c} --no-notify\n\
+         \x20 {p} explain -c {c} db\n\
+         \x20 {p} check -c {c}   # raises alerts and annotations in the simulated cloud\n\
+         \x20 {p} run -c {c}     # the service: a check every 5 minutes\n\n\
+         check exits 1 when it finds mismatches (here, db's four), 0 when every checked\n\
+         cluster matches, 2 when it cannot run.\n\n"
     ));
     text
 }
