@@ -144,6 +144,7 @@ fn main() {
     let who = Standby {
         standby: false,
         lock_node: None,
+        holder: None,
         checking_enabled: true,
     };
     let interval = Duration::from_secs(300);

@@ -45,6 +45,8 @@ pub struct Health {
     /// This instance holds the lock on a Galera node or a replica, described: the lock
     /// excludes only instances connected to that server.
     pub lock_node: Option<String>,
+    /// While standing by: who holds the lock, in words.
+    pub lock_holder: Option<String>,
 }
 
 /// How long after its reference point (the last success, or when checking started) a
@@ -170,6 +172,7 @@ impl Shared {
         let who = Standby {
             standby: h.standby,
             lock_node: h.lock_node.clone(),
+            holder: h.lock_holder.clone(),
             checking_enabled: h.enabled,
         };
         (who, h.interval)
@@ -659,6 +662,7 @@ mod tests {
             running_since: None,
             standby: false,
             lock_node: None,
+            lock_holder: None,
         }
     }
 

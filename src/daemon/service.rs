@@ -132,6 +132,7 @@ where
                 running_since: None,
                 standby: initial_role == Some(Role::Standby),
                 lock_node: initial.as_ref().and_then(local_node),
+                lock_holder: initial.as_ref().and_then(|t| t.holder.clone()),
             },
         )
         .with_web(web),
@@ -320,6 +321,7 @@ where
             let mut health = self.shared.health();
             health.standby = term.role == Role::Standby;
             health.lock_node = local_node(&term);
+            health.lock_holder = term.holder.clone();
             if term.role == Role::Active {
                 health.since = now;
             }

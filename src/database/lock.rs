@@ -50,6 +50,8 @@ pub struct Term {
     pub taken: u64,
     /// While active: the server the lock was taken on, when it could be read.
     pub node: Option<Arc<Node>>,
+    /// While standing by: who holds the lock, in words ([`Holder::describe`]).
+    pub holder: Option<String>,
 }
 
 /// The server refuses `GET_LOCK` itself, by a setting or a release: asking again changes
@@ -84,15 +86,35 @@ impl LockRefusal {
 }
 
 /// Who holds the lock, as a standby that did not get it sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Holder {
     /// Nobody by the time it looked: the next attempt may take it.
     Free,
-    /// A connection of this database user: another instance sharing the credentials.
-    SameUser,
+    /// A connection of this database user: another instance sharing the credentials, with
+    /// the connection's id and the host and port it comes from (`PROCESSLIST.HOST`).
+    SameUser {
+        connection: u64,
+        host: Option<String>,
+    },
     /// A connection this user cannot see (without `PROCESS`, a user sees only its own
     /// connections): another database user's, which may be no instance of cks-drift at all.
     OtherUser,
+}
+
+impl Holder {
+    /// Who holds it, in words for the status page; `None` when nobody does.
+    pub fn describe(&self) -> Option<String> {
+        match self {
+            Holder::Free => None,
+            Holder::SameUser { connection, host } => Some(match host {
+                Some(host) => format!("database connection {connection} from {host}"),
+                None => format!("database connection {connection}"),
+            }),
+            Holder::OtherUser => Some(
+                "a connection of another database user (maybe no instance of cks-drift)".into(),
+            ),
+        }
+    }
 }
 
 /// The lock and its connection.
@@ -129,6 +151,7 @@ impl Lock {
             role: Role::Standby,
             taken: 0,
             node: None,
+            holder: None,
         });
         Arc::new(Lock {
             db,
@@ -153,7 +176,10 @@ impl Lock {
 
     /// Who held the lock at this instance's last attempt that did not get it.
     pub fn holder(&self) -> Option<Holder> {
-        *self.holder.lock().unwrap_or_else(|e| e.into_inner())
+        self.holder
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Set while the lock has been held by another database user's connection for three lock
@@ -208,6 +234,12 @@ impl Lock {
             Ok(true)
         } else {
             let holder = self.holder_on(&mut conn).await;
+            let said = holder.as_ref().and_then(Holder::describe);
+            self.term.send_if_modified(|t| {
+                let changed = t.holder != said;
+                t.holder.clone_from(&said);
+                changed
+            });
             *self.holder.lock().unwrap_or_else(|e| e.into_inner()) = holder;
             let _ = tokio::time::timeout(Duration::from_secs(1), conn.disconnect()).await;
             Ok(false)
@@ -218,15 +250,21 @@ impl Lock {
     /// PROCESSLIST` shows a user without `PROCESS` only those). `None` when that cannot be
     /// read.
     async fn holder_on(&self, conn: &mut Conn) -> Option<Holder> {
-        let rows: Vec<(Option<u64>, i64)> = self
+        let rows: Vec<(Option<u64>, i64, Option<String>)> = self
             .db
             .query(conn, "the lock holder", statements::LOCK_HOLDER)
             .await
             .ok()?;
         match rows.first()? {
-            (None, _) => Some(Holder::Free),
-            (Some(_), 0) => Some(Holder::OtherUser),
-            (Some(_), _) => Some(Holder::SameUser),
+            (None, _, _) => Some(Holder::Free),
+            (Some(_), 0, _) => Some(Holder::OtherUser),
+            (Some(id), _, host) => Some(Holder::SameUser {
+                connection: *id,
+                // The server's text, bounded as any other it sends.
+                host: host
+                    .as_deref()
+                    .map(|h| crate::base::untrusted::shown(h, 100)),
+            }),
         }
     }
 
@@ -280,6 +318,9 @@ impl Lock {
             }
             t.role = role;
             t.node = node;
+            if role == Role::Active {
+                t.holder = None;
+            }
             if role == Role::Active {
                 t.taken += 1;
             }

@@ -96,6 +96,8 @@ pub const LOCK_HOLDER: &str = concat!(
     lock_name!(),
     "), (SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = IS_USED_LOCK(",
     lock_name!(),
+    ")), (SELECT HOST FROM information_schema.PROCESSLIST WHERE ID = IS_USED_LOCK(",
+    lock_name!(),
     "))"
 );
 

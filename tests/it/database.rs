@@ -769,8 +769,24 @@ async fn a_lock_whose_holder_went_silent_is_free_after_a_few_intervals() {
     assert!(lost.try_acquire().await.unwrap());
     let other = Lock::new(Database::new(&settings), settings.lock_interval);
     assert!(!other.try_acquire().await.unwrap());
-    // Both connect as one user: the standby sees the holder is one of its own.
-    assert_eq!(other.holder(), Some(Holder::SameUser));
+    // Both connect as one user: the standby sees the holder is one of its own, by its
+    // connection and the address it comes from, and says so in its term.
+    let Some(Holder::SameUser { connection, host }) = other.holder() else {
+        panic!(
+            "the holder is not seen as this user's: {:?}",
+            other.holder()
+        );
+    };
+    assert!(connection > 0);
+    let host = host.expect("PROCESSLIST shows the holder's host");
+    assert!(
+        host.starts_with("127.0.0.1:") || host.starts_with("localhost"),
+        "{host}"
+    );
+    assert_eq!(
+        other.term().holder,
+        Some(format!("database connection {connection} from {host}"))
+    );
     // The server ends the silent connection after the lock connection's idle timeout (not
     // its own 8 hours), and the lock with it.
     assert_eq!(

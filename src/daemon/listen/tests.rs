@@ -109,6 +109,7 @@ fn shared() -> Arc<Shared> {
             running_since: None,
             standby: false,
             lock_node: None,
+            lock_holder: None,
         },
     ))
 }

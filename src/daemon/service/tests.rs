@@ -698,6 +698,7 @@ async fn a_standby_runs_no_tick_and_an_instance_that_becomes_active_checks_at_on
         role: Role::Standby,
         taken: 0,
         node: None,
+        holder: None,
     };
     let (roles, watched) = tokio::sync::watch::channel(standby);
     let mut h = Harness::start_full(
@@ -713,6 +714,7 @@ async fn a_standby_runs_no_tick_and_an_instance_that_becomes_active_checks_at_on
         role: Role::Active,
         taken: 1,
         node: None,
+        holder: None,
     });
     h.until(11_500).await;
     // Active: a tick at once, then one an interval later. Standby again: none after.
@@ -720,6 +722,7 @@ async fn a_standby_runs_no_tick_and_an_instance_that_becomes_active_checks_at_on
         role: Role::Standby,
         taken: 1,
         node: None,
+        holder: None,
     });
     assert_eq!(h.stop_at(20_000).await, 20_000);
     assert_eq!(

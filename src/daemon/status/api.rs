@@ -58,6 +58,7 @@ pub fn status(view: Option<&View>, who: &Standby) -> Value {
     let instance = json!({
         "role": if who.standby { "standby" } else { "active" },
         "lock_node": who.lock_node,
+        "lock_holder": who.holder,
         "checking_enabled": who.checking_enabled,
     });
     let Some(view) = view else {

@@ -265,6 +265,8 @@ pub struct Standby {
     pub standby: bool,
     /// The server the lock is local to, when it is (a Galera node, a replica).
     pub lock_node: Option<String>,
+    /// While standing by: who holds the lock, in words.
+    pub holder: Option<String>,
     pub checking_enabled: bool,
 }
 

@@ -67,6 +67,9 @@ fn instance_line(out: &mut String, who: &Standby) {
         "active: this instance holds the lock and checks"
     };
     let _ = write!(out, "<p class=\"role\" id=\"role\">{}", html(role));
+    if let Some(holder) = who.holder.as_ref().filter(|_| who.standby) {
+        let _ = write!(out, " (the lock is held by {})", html(holder));
+    }
     if let Some(node) = &who.lock_node {
         let _ = write!(out, " (the lock is local to {})", html(node));
     }
@@ -389,6 +392,7 @@ mod tests {
         let who = Standby {
             standby: true,
             lock_node: None,
+            holder: Some("database connection 42 from 10.0.0.5:51234".into()),
             checking_enabled: true,
         };
         let page = status(None, &who, std::time::Duration::from_secs(300), 1, 100);
@@ -396,6 +400,9 @@ mod tests {
             "<p class=\"role\" id=\"role\">standby: another instance holds the lock in the \
              CloudStack database"
         ));
+        assert!(
+            page.contains(" (the lock is held by database connection 42 from 10.0.0.5:51234)</p>")
+        );
         assert!(page.contains("<p id=\"no-cycle\">No cycle has run yet.</p>"));
         // The page reloads once an interval, never more often than every 30 s.
         assert!(page.contains("<meta http-equiv=\"refresh\" content=\"300\">"));
