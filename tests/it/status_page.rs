@@ -19,8 +19,10 @@ async fn headers(port: u16, path: &str) -> reqwest::header::HeaderMap {
         .clone()
 }
 
-#[tokio::test]
-async fn the_status_page_and_the_api_show_the_last_cycle_and_escape_tenant_text() {
+/// `run` on its endpoint (a free port) after its first cycle over one cluster named
+/// [`HOSTILE`] whose last worker is unmapped: the cloud, the daemon, the cluster's id, the
+/// worker's id and the port.
+async fn hostile_cluster_checked() -> (TestCloud, Daemon, String, String, u16) {
     let mut world = world_now();
     let owner = world.admin();
     let id = world.add_cluster(HOSTILE, owner, 1, 2, 0);
@@ -33,6 +35,12 @@ async fn the_status_page_and_the_api_show_the_last_cycle_and_escape_tenant_text(
     daemon
         .wait_until("a cycle", || async { daemon.ok_cycles().await >= 1.0 })
         .await;
+    (cloud, daemon, id, worker, port)
+}
+
+#[tokio::test]
+async fn the_status_page_and_the_api_show_the_last_cycle_and_escape_tenant_text() {
+    let (cloud, daemon, id, worker, port) = hostile_cluster_checked().await;
     let calls = cloud.sim().calls().len();
 
     let (status, content_type, page) = daemon.get("/").await;
@@ -154,18 +162,8 @@ pub(crate) fn chromium(url: &str, extra: &[String]) -> String {
 
 #[tokio::test]
 async fn a_browser_shows_the_findings_and_the_hostile_name_as_text_and_runs_no_script() {
-    let mut world = world_now();
-    let owner = world.admin();
-    let id = world.add_cluster(HOSTILE, owner, 1, 2, 0);
-    let mut cloud = TestCloud::start(world).await;
-    cloud.control_node(&id).await;
-    let worker = cloud.unmap_last_worker(&id);
-    let port = free_port();
-    let (config, _) = daemon_config(&cloud, port, "interval = \"1h\"", None);
-    let daemon = Daemon::start(cloud.dir.path(), &config, port).await;
-    daemon
-        .wait_until("a cycle", || async { daemon.ok_cycles().await >= 1.0 })
-        .await;
+    // The cloud and the daemon stay up while the browser reads the pages.
+    let (_cloud, _daemon, id, worker, port) = hostile_cluster_checked().await;
     let shot = artifact("status-page.png");
     let shot_path = shot.clone();
     let url = format!("http://127.0.0.1:{port}/");

@@ -416,6 +416,19 @@ fn alert_cap_gives_a_summary() {
     );
 }
 
+/// Records summary alert `key` of cluster `c1`, covering v6 and v7, as its delivery does.
+fn record_summary(s: &mut State, key: &str) {
+    s.alerts.insert(
+        crate::state::RecordKey::new("c1", key),
+        crate::state::AlertRecord {
+            alert_id: "a-9".into(),
+            alert_type: 3009,
+            zone_id: Some("z1".into()),
+            covers: vec!["unmapped_vm:v6".into(), "unmapped_vm:v7".into()],
+        },
+    );
+}
+
 #[test]
 fn summary_alert_is_archived_when_all_it_covers_resolve() {
     let mut s = State::default();
@@ -428,15 +441,7 @@ fn summary_alert_is_archived_when_all_it_covers_resolve() {
     );
     // Delivery records the summary alert.
     let summary_key = format!("summary:{}", at(0).to_compact());
-    s.alerts.insert(
-        crate::state::RecordKey::new("c1", &summary_key),
-        crate::state::AlertRecord {
-            alert_id: "a-9".into(),
-            alert_type: 3009,
-            zone_id: Some("z1".into()),
-            covers: vec!["unmapped_vm:v6".into(), "unmapped_vm:v7".into()],
-        },
-    );
+    record_summary(&mut s, &summary_key);
     drain(&mut s);
     // v7 resolves: v6 still open, the summary stays.
     step(
@@ -1383,15 +1388,7 @@ fn a_summary_alert_whose_findings_are_all_handed_over_is_archived() {
     let many: Vec<Mismatch> = (1..=7).map(|i| m(UnmappedVm, &format!("v{i}"))).collect();
     step(&mut s, &[cluster(Coverage::Full, many.clone())], &ON, at(0));
     let summary_key = format!("summary:{}", at(0).to_compact());
-    s.alerts.insert(
-        crate::state::RecordKey::new("c1", &summary_key),
-        crate::state::AlertRecord {
-            alert_id: "a-9".into(),
-            alert_type: 3009,
-            zone_id: Some("z1".into()),
-            covers: vec!["unmapped_vm:v6".into(), "unmapped_vm:v7".into()],
-        },
-    );
+    record_summary(&mut s, &summary_key);
     drain(&mut s);
     // The server's check takes over v6 and v7 only: the summary goes with them.
     let r = vec![left(
