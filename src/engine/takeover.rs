@@ -35,6 +35,9 @@ pub struct Recovered {
     pub findings: usize,
     /// Findings of the state whose alert and annotation CloudStack no longer has.
     pub forgotten: usize,
+    /// Findings with an annotation but no alert of their own (another instance stopped between
+    /// the two): their alert is raised at the next step, if they are still open.
+    pub owed_alerts: usize,
 }
 
 /// Drops from `state` the alert and annotation records CloudStack no longer has (ids not in
@@ -191,11 +194,13 @@ pub async fn recover(
         recover_alert(state, a, now, &mut got);
     }
     recover_annotations(state, &notes, now, &mut got);
+    got.owed_alerts = owe_alerts(state);
     info!(
         alerts = got.alerts,
         annotations = got.annotations,
         findings = got.findings,
         forgotten = got.forgotten,
+        owed_alerts = got.owed_alerts,
         "what was reported was read back from CloudStack"
     );
     Ok(got)
@@ -284,6 +289,46 @@ fn recover_alert(state: &mut State, a: &Alert, now: Timestamp, got: &mut Recover
         .alerts
         .insert(RecordKey::finding(cluster, &key), alert_record(a, vec![]));
     got.alerts += 1;
+}
+
+/// Marks the open findings that CloudStack holds an annotation of but no alert for (an
+/// annotation is not an alert: another instance may have stopped, or lost the lock, between
+/// the two) as waiting for their alert, which the next step raises if they are still open
+/// (`deferred`, as for a tenant's budget). Not those a recorded summary alert names, those a
+/// storm holds, an `[[ignore]]` rule matches or CloudStack's own check alerts. Returns how many.
+fn owe_alerts(state: &mut State) -> usize {
+    let covered: HashSet<RecordKey> = state
+        .alerts
+        .iter()
+        .flat_map(|(rk, r)| {
+            r.covers
+                .iter()
+                .map(move |key| RecordKey::new(&rk.cluster_id, key))
+        })
+        .collect();
+    let mut owed = 0;
+    let State {
+        clusters,
+        alerts,
+        annotations,
+        ..
+    } = state;
+    for (id, c) in clusters.iter_mut() {
+        for (key, r) in c.vms.iter_mut().chain(c.nodes.iter_mut()) {
+            let rk = RecordKey::finding(id, key);
+            let owes = annotations.contains_key(&rk)
+                && !alerts.contains_key(&rk)
+                && !covered.contains(&rk)
+                && !r.held
+                && !r.server
+                && r.ignored.is_none();
+            if owes && !r.deferred {
+                r.deferred = true;
+                owed += 1;
+            }
+        }
+    }
+    owed
 }
 
 /// Reads the annotations back by their markers, cluster by cluster: each finding as reported
@@ -469,5 +514,53 @@ mod tests {
             state.annotations.keys().collect::<Vec<_>>(),
             ["c1/unmapped_vm:v2"]
         );
+    }
+
+    #[test]
+    fn a_finding_read_back_from_its_annotation_alone_is_owed_its_alert() {
+        let mut state = State::default();
+        let now = Timestamp::from_unix(1_800_000_000);
+        for key in [
+            "unmapped_vm:v1",
+            "unmapped_vm:v2",
+            "unmapped_vm:v3",
+            "unmapped_vm:v4",
+        ] {
+            remember(&mut state, "c1", &FindingKey::parse(key).unwrap(), now);
+            state
+                .annotations
+                .insert(format!("c1/{key}").as_str().into(), format!("n-{key}"));
+        }
+        let record = |id: &str, covers: Vec<String>| AlertRecord {
+            alert_id: id.into(),
+            alert_type: 3000,
+            zone_id: None,
+            covers,
+        };
+        // v1 has its alert; a summary names v2; v3 is held by a storm; v4 has none.
+        state
+            .alerts
+            .insert("c1/unmapped_vm:v1".into(), record("a1", vec![]));
+        state.alerts.insert(
+            "c1/summary:x".into(),
+            record("a2", vec!["unmapped_vm:v2".into()]),
+        );
+        let v3 = FindingKey::parse("unmapped_vm:v3").unwrap();
+        state
+            .clusters
+            .get_mut("c1")
+            .unwrap()
+            .vms
+            .get_mut(&v3)
+            .unwrap()
+            .held = true;
+        assert_eq!(owe_alerts(&mut state), 1);
+        let deferred: Vec<String> = state.clusters["c1"]
+            .vms
+            .iter()
+            .filter(|(_, r)| r.deferred)
+            .map(|(k, _)| k.to_string())
+            .collect();
+        assert_eq!(deferred, ["unmapped_vm:v4"]);
     }
 }

@@ -382,3 +382,27 @@ async fn on_4_23_a_vm_mapped_twice_fails_the_cluster_listing_and_nothing_is_clea
     assert_eq!(report["mismatches"][0]["new"], false);
     assert_eq!(cloud.sim().call_count("generateAlert"), 1);
 }
+
+#[tokio::test]
+async fn a_finding_read_back_from_its_annotation_alone_gets_its_alert_once() {
+    let (cloud, id) = one_cluster_on(Release::NEWEST).await;
+    cloud.unmap_last_worker(&id);
+    let (run, _) = cloud.check_json(&[]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    // The instance that raised them stopped between its annotation and its alert: here, the
+    // alert is gone and so is the state.
+    cloud.sim().with_world(|w| {
+        for a in &mut w.alerts {
+            a.archived = true;
+        }
+    });
+    std::fs::remove_file(cloud.state_path()).unwrap();
+    for _ in 0..2 {
+        let (run, _) = cloud.check_json(&[]).await;
+        assert_eq!(run.code, 1, "{run:?}");
+    }
+    // Alerted again once, annotated once in all.
+    assert_eq!(cloud.active_alerts().len(), 1);
+    assert_eq!(cloud.sim().call_count("generateAlert"), 2);
+    assert_eq!(cloud.sim().call_count("addAnnotation"), 1);
+}
