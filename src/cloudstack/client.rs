@@ -19,12 +19,18 @@ use tokio::time::Instant;
 use super::error::ApiError;
 use super::http::HttpTransport;
 use super::pages::{ListPage, PageOf, Paging, read_page};
-use super::request::ApiRequest;
+use super::request::{ApiRequest, Method};
 use super::response::{job_id, read_answer, read_job, read_response};
 use super::retry::RetryPolicy;
 use super::streamed::{self, hold};
 use super::transport::{Answer, Transport};
 use crate::config::CloudStackSettings;
+
+/// Whether this instance may still send changes to CloudStack: the database lock, confirmed
+/// on its own connection, where several instances share one cloud.
+pub trait Fence: Send + Sync {
+    fn holds(&self) -> futures::future::BoxFuture<'_, bool>;
+}
 
 /// How the client pages, retries and waits for asynchronous jobs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,6 +115,9 @@ fn reserve_expected<U>(rows: &mut Vec<U>, incoming: usize, read: usize, count: O
 pub struct Client {
     transport: Arc<dyn Transport>,
     options: ClientOptions,
+    /// Asked before every attempt of a command that changes state (its retries included):
+    /// an instance that no longer holds the lock sends no change at all (see [`Fence`]).
+    fence: std::sync::OnceLock<Arc<dyn Fence>>,
     /// Only to name the server in errors.
     endpoint: String,
     /// Attempts per (command, outcome).
@@ -142,6 +151,7 @@ impl Client {
             options,
             endpoint: "(endpoint not set)".to_string(),
             stats: Mutex::new(BTreeMap::new()),
+            fence: std::sync::OnceLock::new(),
         }
     }
 
@@ -219,15 +229,31 @@ impl Client {
         })
     }
 
+    /// From now on, every attempt of a command that changes state first asks `fence`; a
+    /// client is fenced once, when its instance takes part in a lock.
+    pub fn fence_with(&self, fence: Arc<dyn Fence>) {
+        let _ = self.fence.set(fence);
+    }
+
     /// Runs `call` until it succeeds, fails with a non-transient error, or the attempts are
-    /// used up; counts every attempt in [`Client::stats`].
+    /// used up; counts every attempt in [`Client::stats`]. A change is not sent once the
+    /// fence says this instance may no longer send ([`ApiError::Fenced`]).
     async fn retried<R, F, Fut>(&self, command: &str, mut call: F) -> Result<R, ApiError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<R, ApiError>>,
     {
         let mut attempt = 1;
+        let fenced = Method::for_command(command) == Method::Post;
         loop {
+            if fenced
+                && let Some(fence) = self.fence.get()
+                && !fence.holds().await
+            {
+                return Err(ApiError::Fenced {
+                    command: command.to_string(),
+                });
+            }
             let result = call().await;
             self.count(command, Outcome::of(&result));
             let error = match result {
@@ -997,6 +1023,41 @@ mod tests {
         assert!(matches!(&err, ApiError::Transport { .. }), "{err:?}");
         assert_eq!(script.requests().len(), 3);
         assert_eq!(client.stats(), [("listZones".to_string(), "transient", 3)]);
+    }
+
+    /// A fence that says yes `allowed` times, then no.
+    struct Allowing(std::sync::atomic::AtomicUsize);
+
+    impl Fence for Allowing {
+        fn holds(&self) -> futures::future::BoxFuture<'_, bool> {
+            let left = self.0.load(std::sync::atomic::Ordering::SeqCst);
+            if left > 0 {
+                self.0.store(left - 1, std::sync::atomic::Ordering::SeqCst);
+            }
+            Box::pin(async move { left > 0 })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_fenced_client_sends_no_change_once_the_fence_says_no_retries_included() {
+        let failing =
+            r#"{"addannotationresponse":{"uuidList":[],"errorcode":503,"errortext":"busy"}}"#;
+        let script = Scripted::new(vec![answer(503, failing), answer(503, failing)]);
+        let writer = client(&script, fast_options(500));
+        // The first attempt is let through; the retry after it is not.
+        writer.fence_with(Arc::new(Allowing(1.into())));
+        let err = writer
+            .request("addAnnotation", &[("annotation", "a")])
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ApiError::Fenced { .. }), "{err:?}");
+        assert_eq!(script.requests().len(), 1);
+        // Reads are not fenced.
+        let script = Scripted::new(vec![answer(200, r#"{"listalertsresponse":{}}"#)]);
+        let reader = client(&script, fast_options(500));
+        reader.fence_with(Arc::new(Allowing(0.into())));
+        assert!(reader.request("listAlerts", &[]).await.is_ok());
+        assert_eq!(script.requests().len(), 1);
     }
 
     #[tokio::test]

@@ -52,6 +52,10 @@ pub enum ApiError {
         snippet: String,
     },
 
+    /// Not sent: this instance no longer holds the lock that lets it change anything.
+    #[error("cloudstack command {command} not sent: this instance no longer holds the lock")]
+    Fenced { command: String },
+
     /// HTTP 200 whose body is not the expected JSON.
     #[error("cannot read the answer to cloudstack command {command}: {detail}")]
     Decode { command: String, detail: String },
@@ -129,6 +133,7 @@ impl ApiError {
             ApiError::Http { status, .. } => Some(*status),
             ApiError::AsyncJobFailed { code, .. } => *code,
             ApiError::Transport { .. }
+            | ApiError::Fenced { .. }
             | ApiError::Decode { .. }
             | ApiError::AsyncJobTimeout { .. }
             | ApiError::Config { .. } => None,

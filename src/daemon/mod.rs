@@ -87,6 +87,9 @@ pub async fn run(
     let held_elsewhere = lock.as_ref().map(|l| l.held_elsewhere());
     let build = move |config: &Config, store: Option<Store>| {
         let mut engine = Engine::from_config(config, store)?;
+        if let Some(lock) = &lock {
+            engine.api.fence_with(lock.clone());
+        }
         engine.lock = lock.clone();
         Ok(engine)
     };

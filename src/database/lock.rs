@@ -101,6 +101,15 @@ pub enum Holder {
     OtherUser,
 }
 
+/// A change is sent to CloudStack only right after the lock is confirmed still held, on its
+/// own connection: a holder that lost it (its connection ended, or the process was paused
+/// while another took over) sends nothing more, retries included.
+impl crate::cloudstack::client::Fence for Lock {
+    fn holds(&self) -> futures::future::BoxFuture<'_, bool> {
+        Box::pin(self.confirm())
+    }
+}
+
 impl Holder {
     /// Who holds it, in words for the status page; `None` when nobody does.
     pub fn describe(&self) -> Option<String> {

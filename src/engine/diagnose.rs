@@ -209,7 +209,8 @@ pub fn api(e: &ApiError, url: &str) -> Diagnosis {
         ApiError::PageSizeTooLarge { .. }
         | ApiError::CloudStack { .. }
         | ApiError::AsyncJobFailed { .. }
-        | ApiError::AsyncJobTimeout { .. } => Diagnosis::new(Step::Api, e.to_string()),
+        | ApiError::AsyncJobTimeout { .. }
+        | ApiError::Fenced { .. } => Diagnosis::new(Step::Api, e.to_string()),
     }
 }
 

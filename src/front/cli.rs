@@ -234,6 +234,7 @@ async fn check(path: &std::path::Path, format: Format, no_notify: bool) -> i32 {
                 if let Some(node) = lock.node().filter(|n| n.is_local()) {
                     crate::database::lock::warn_local(&node);
                 }
+                engine.api.fence_with(lock.clone());
                 engine.lock = Some(lock);
             }
             Ok(false) => {
