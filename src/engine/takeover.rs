@@ -469,6 +469,16 @@ mod tests {
         );
     }
 
+    /// The record of alert `id` of type 3000, covering `covers` (a summary's).
+    fn record(id: &str, covers: Vec<String>) -> AlertRecord {
+        AlertRecord {
+            alert_id: id.into(),
+            alert_type: 3000,
+            zone_id: None,
+            covers,
+        }
+    }
+
     #[test]
     fn findings_resolved_by_another_instance_are_forgotten() {
         let mut state = State::default();
@@ -481,27 +491,24 @@ mod tests {
         ] {
             remember(&mut state, "c1", &FindingKey::parse(key).unwrap(), now);
         }
-        let record = |id: &str| AlertRecord {
-            alert_id: id.into(),
-            alert_type: 3000,
-            zone_id: None,
-            covers: vec![],
-        };
+
         // v1: alert and annotation gone. v2: the alert gone, its annotation still there.
         // v3: never alerted nor annotated (the event log only). map_count: both gone.
         state
             .alerts
-            .insert("c1/unmapped_vm:v1".into(), record("a1"));
+            .insert("c1/unmapped_vm:v1".into(), record("a1", vec![]));
         state
             .annotations
             .insert("c1/unmapped_vm:v1".into(), "n1".into());
         state
             .alerts
-            .insert("c1/unmapped_vm:v2".into(), record("a2"));
+            .insert("c1/unmapped_vm:v2".into(), record("a2", vec![]));
         state
             .annotations
             .insert("c1/unmapped_vm:v2".into(), "n2".into());
-        state.alerts.insert("c1/map_count:2/3".into(), record("a4"));
+        state
+            .alerts
+            .insert("c1/map_count:2/3".into(), record("a4", vec![]));
         let alerts = HashSet::new();
         let notes = HashSet::from(["n2"]);
         assert_eq!(forget_resolved(&mut state, &alerts, &notes), 2);
@@ -531,12 +538,7 @@ mod tests {
                 .annotations
                 .insert(format!("c1/{key}").as_str().into(), format!("n-{key}"));
         }
-        let record = |id: &str, covers: Vec<String>| AlertRecord {
-            alert_id: id.into(),
-            alert_type: 3000,
-            zone_id: None,
-            covers,
-        };
+
         // v1 has its alert; a summary names v2; v3 is held by a storm; v4 has none.
         state
             .alerts
