@@ -135,8 +135,8 @@ pub struct Shared {
     pub health: Mutex<Health>,
     /// What the last cycle saw, for the status page and the API (`None` before the first).
     pub view: Mutex<Option<Arc<View>>>,
-    /// TLS and basic authentication (none by default).
-    pub web: WebSecurity,
+    /// TLS and basic authentication (none by default); replaced on SIGHUP.
+    web: std::sync::RwLock<Arc<WebSecurity>>,
 }
 
 impl Shared {
@@ -145,13 +145,26 @@ impl Shared {
             metrics,
             health: Mutex::new(health),
             view: Mutex::new(None),
-            web: WebSecurity::open(),
+            web: std::sync::RwLock::new(Arc::new(WebSecurity::open())),
         }
     }
 
     /// The same, served with `web`'s TLS and authentication.
     pub fn with_web(self, web: WebSecurity) -> Shared {
-        Shared { web, ..self }
+        self.set_web(web);
+        self
+    }
+
+    /// The TLS and authentication in force: each connection and request takes them as it
+    /// starts.
+    pub fn web(&self) -> Arc<WebSecurity> {
+        self.web.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Replaces the TLS and authentication (a reload): connections and requests from now on
+    /// use `web`.
+    pub fn set_web(&self, web: WebSecurity) {
+        *self.web.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(web);
     }
 
     pub fn health(&self) -> MutexGuard<'_, Health> {
@@ -207,8 +220,8 @@ async fn authenticate(
         .headers()
         .get(header::AUTHORIZATION)
         .map(|v| v.as_bytes().to_vec());
-    if shared
-        .web
+    let web = shared.web();
+    if web
         .admits(request.uri().path(), authorization.as_deref())
         .await
     {
@@ -546,8 +559,7 @@ pub async fn serve(
     shared: Arc<Shared>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let shared_tls = shared.web.tls.clone();
-    let app = router(shared);
+    let app = router(shared.clone());
     let registry = Arc::new(Mutex::new(Connections::default()));
     let mut connections = tokio::task::JoinSet::new();
     loop {
@@ -582,7 +594,7 @@ pub async fn serve(
         });
         let registry = registry.clone();
         let shutdown = shutdown.clone();
-        let tls = shared_tls.clone();
+        let tls = shared.web().tls.clone();
         connections.spawn(async move {
             match tls {
                 None => serve_connection(stream, service, &close, &shutdown, &busy_now).await,

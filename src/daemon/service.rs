@@ -454,6 +454,33 @@ where
 
     /// Takes a config read again. One whose engine cannot be built changes nothing; else it
     /// applies from the next tick (a running tick finishes with the config it started with).
+    /// The endpoint's TLS files and users, read again (a renewed certificate is taken so);
+    /// kept as they were, with the error logged, when the new ones cannot be used.
+    fn reload_web(&self, new: &mut Config) {
+        let old = &self.config.http;
+        let unchanged = new.http.tls == old.tls
+            && new.http.basic_auth_users == old.basic_auth_users
+            && new.http.healthz_without_auth == old.healthz_without_auth;
+        if unchanged && new.http.tls.is_none() {
+            return;
+        }
+        match crate::daemon::web::WebSecurity::from_config(&new.http) {
+            Ok(web) => {
+                self.shared.set_web(web);
+                info!("the endpoint's TLS files and users are read again");
+            }
+            Err(e) => {
+                error!(
+                    error = %error_chain(&e),
+                    "the endpoint's new TLS files cannot be used; the running ones are kept"
+                );
+                new.http.tls.clone_from(&old.tls);
+                new.http.basic_auth_users.clone_from(&old.basic_auth_users);
+                new.http.healthz_without_auth = old.healthz_without_auth;
+            }
+        }
+    }
+
     fn reload(&mut self, mut new: Config) {
         let old = &self.config;
         if new.state.path != old.state.path {
@@ -482,6 +509,7 @@ where
                 return;
             }
         };
+        self.reload_web(&mut new);
         let now = Instant::now();
         let was_enabled = old.check.enabled;
         let enabled = new.check.enabled;

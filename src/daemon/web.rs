@@ -1,7 +1,7 @@
 //! The endpoint's security for when it is opened beyond loopback: TLS (rustls) from
 //! `http.tls_cert_file` and `http.tls_key_file`, and basic authentication against
 //! `http.basic_auth_users` (bcrypt hashes), on every path but `/healthz` when
-//! `http.healthz_without_auth` says so. Read once, when the daemon starts.
+//! `http.healthz_without_auth` says so. Read at start and again on SIGHUP.
 
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, RandomState};

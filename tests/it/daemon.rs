@@ -171,7 +171,7 @@ impl Daemon {
         self.notes().iter().filter(|n| *n == "WATCHDOG=1\n").count()
     }
 
-    fn signal(&self, name: &str) {
+    pub(crate) fn signal(&self, name: &str) {
         let status = Command::new("kill")
             .arg(format!("-{name}"))
             .arg(self.child.id().to_string())

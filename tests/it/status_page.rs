@@ -210,7 +210,7 @@ async fn an_endpoint_with_tls_and_basic_auth_asks_every_path_but_an_open_healthz
         ),
     );
     std::fs::write(&config, text).unwrap();
-    let _daemon = Daemon::start(cloud.dir.path(), &config, port).await;
+    let daemon = Daemon::start(cloud.dir.path(), &config, port).await;
     let ca_pem = std::fs::read(ca.path("ca.pem")).unwrap();
     let client = reqwest::Client::builder()
         .tls_certs_only([reqwest::Certificate::from_pem(&ca_pem).unwrap()])
@@ -242,6 +242,59 @@ async fn an_endpoint_with_tls_and_basic_auth_asks_every_path_but_an_open_healthz
             .unwrap();
         assert_eq!(right.status(), 200, "{path}");
     }
+    // SIGHUP reads the files and the users again: a renewed certificate (here from another
+    // CA) and another user are taken without a restart.
+    let pki2 = tempfile::tempdir().unwrap();
+    let ca2 = crate::support::pki::TestCa::new(pki2.path());
+    let (cert2, key2) = ca2.server("endpoint", "127.0.0.1", &["IP:127.0.0.1"]);
+    std::fs::copy(&cert2, &cert).unwrap();
+    std::fs::copy(&key2, &key).unwrap();
+    let text = std::fs::read_to_string(&config).unwrap();
+    let hash2 = bcrypt::hash("another horse", 4).unwrap();
+    std::fs::write(
+        &config,
+        text.replace(&format!("prometheus:{hash}"), &format!("grafana:{hash2}")),
+    )
+    .unwrap();
+    daemon.signal("HUP");
+    let ca2_pem = std::fs::read(ca2.path("ca.pem")).unwrap();
+    let renewed = reqwest::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(&ca2_pem).unwrap()])
+        .build()
+        .unwrap();
+    daemon
+        .wait_until("the renewed certificate served", || async {
+            renewed
+                .get(url("/metrics"))
+                .basic_auth("grafana", Some("another horse"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200)
+        })
+        .await;
+    let old_user = renewed
+        .get(url("/metrics"))
+        .basic_auth("prometheus", Some("right horse battery"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(old_user.status(), 401);
+    // A new connection trusting only the first CA is refused (connections made before keep
+    // the session they have).
+    let first_ca_only = reqwest::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(&ca_pem).unwrap()])
+        .build()
+        .unwrap();
+    assert!(
+        first_ca_only.get(url("/healthz")).send().await.is_err(),
+        "the old certificate is still served"
+    );
+    assert!(
+        daemon
+            .log()
+            .contains("the endpoint's TLS files and users are read again")
+    );
+
     // Plain HTTP on the TLS port gets no answer.
     let plain = reqwest::Client::new()
         .get(format!("http://127.0.0.1:{port}/healthz"))
