@@ -163,11 +163,15 @@ pub fn cluster(view: Option<&View>, id: &str) -> Result<Value, Refused> {
             .collect()
     };
     let mut out = cluster_json(c);
-    out["map"] = c
-        .map
-        .iter()
-        .map(|(id, name)| json!({"vm_id": id, "vm_name": name}))
-        .collect();
+    out["map"] = match &c.map {
+        Some(rows) => rows
+            .iter()
+            .take(MAX_ROWS)
+            .map(|(id, name)| json!({"vm_id": id, "vm_name": name}))
+            .collect(),
+        None => Value::Null,
+    };
+    out["mapped"] = json!(c.mapped);
     out["expected_vms"] = json!(c.expected_vms);
     out["views"] = match &c.views {
         Some(v) => json!({

@@ -49,8 +49,12 @@ pub struct ClusterRow {
     pub status: ClusterStatus,
     pub reason: Option<String>,
     pub findings: usize,
-    /// The map rows the API showed: VM id and name.
-    pub map: Vec<(String, String)>,
+    /// The map rows the API showed, VM id and name: kept for a cluster with findings or not
+    /// fully checked and no views; a matching cluster keeps their count alone (at 10,000
+    /// clusters the rows would hold a few MiB for nothing to show).
+    pub map: Option<Vec<(String, String)>>,
+    /// How many map rows the API showed.
+    pub mapped: usize,
     pub expected_vms: u32,
     /// Its three views, when the cycle kept them (a cluster with findings, or compared in part).
     pub views: Option<Box<Views>>,
@@ -205,7 +209,10 @@ impl View {
                     status: c.status,
                     reason: c.reason.clone(),
                     findings: c.mismatches.len(),
-                    map: c.mapped.clone(),
+                    map: (c.views.is_none()
+                        && (c.status != ClusterStatus::Checked || !c.mismatches.is_empty()))
+                    .then(|| c.mapped.clone()),
+                    mapped: c.mapped.len(),
                     expected_vms: c.expected_vms,
                     views: c.views.clone(),
                     blind_since: blind.get(c.cluster.id.as_str()).copied(),

@@ -329,12 +329,21 @@ fn views(out: &mut String, c: &ClusterRow) {
         c.expected_vms
     );
     let Some(v) = &c.views else {
+        let Some(map) = &c.map else {
+            let _ = writeln!(
+                out,
+                "<p id=\"views-note\">The last cycle found its {} mapped VMs, its VMs and its \
+                 nodes in agreement.</p>",
+                c.mapped
+            );
+            return;
+        };
         out.push_str(
-            "<p id=\"views-note\">The last cycle found nothing to show here beyond the map: \
-             its VMs and its nodes agreed with it (or the cluster was skipped).</p>\n\
+            "<p id=\"views-note\">The last cycle kept no VMs or nodes of it to show: its map \
+             as the API showed it.</p>\n\
              <table id=\"views\"><thead><tr><th>VM map</th></tr></thead><tbody>\n",
         );
-        for (id, name) in c.map.iter().take(MAX_ROWS) {
+        for (id, name) in map.iter().take(MAX_ROWS) {
             let _ = writeln!(out, "<tr><td>{} ({})</td></tr>", html(name), html(id));
         }
         out.push_str("</tbody></table>\n");
