@@ -96,8 +96,7 @@ pub struct DbMap {
     pub schema: Option<Schema>,
 }
 
-/// At most this many map rows in a cycle: beyond, the cycle reads the map through the API.
-pub const MAX_MAP_ROWS: usize = 500_000;
+pub use super::statements::MAX_MAP_ROWS;
 
 type MapRow = (
     Option<String>,

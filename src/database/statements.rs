@@ -121,11 +121,19 @@ pub const TOPOLOGY_VARIABLES: &str = "SHOW GLOBAL VARIABLES WHERE Variable_name 
 pub const TOPOLOGY_STATUS: &str = "SHOW GLOBAL STATUS WHERE Variable_name IN \
      ('wsrep_cluster_size', 'Slave_running', 'Slaves_running')";
 
+/// At most this many map rows in a cycle (the map query asks for one more, to tell): beyond,
+/// the cycle reads the map through the API.
+pub const MAX_MAP_ROWS: usize = 500_000;
+
+/// At most this many rows of VMs in a cycle: beyond, the cycle reads them through the API
+/// (a cloud has fewer CKS nodes than this by far; more is a database to look at).
+pub const MAX_VM_ROWS: usize = 500_000;
+
 /// Every statement, as `docs/database.md` quotes it: the parameters a cycle fills in are shown
 /// as `<seconds>` and `<uuids>`, the row caps as they are.
 pub fn documented() -> Vec<String> {
-    let limit = super::map::MAX_MAP_ROWS + 1;
-    let vm_limit = super::vms::MAX_VM_ROWS + 1;
+    let limit = MAX_MAP_ROWS + 1;
+    let vm_limit = MAX_VM_ROWS + 1;
     vec![
         DRIVER_SETTINGS.to_string(),
         SHOW_GRANTS.to_string(),

@@ -20,9 +20,7 @@ use mysql_async::Conn;
 use super::{Database, DbError, statements};
 use crate::base::time::Timestamp;
 
-/// At most this many rows of VMs in a cycle: beyond, the cycle reads them through the API
-/// (a cloud has fewer CKS nodes than this by far; more is a database to look at).
-pub const MAX_VM_ROWS: usize = 500_000;
+pub use super::statements::MAX_VM_ROWS;
 
 /// Uuids asked for in one query.
 const UUIDS_PER_QUERY: usize = 500;
