@@ -100,6 +100,9 @@ fn declared(command: &str) -> (&'static [Declared], &'static [&'static [Declared
         "listAnnotations" => (LIST_ANNOTATIONS, &[LIST]),
         "removeAnnotation" => (REMOVE_ANNOTATION, &[]),
         "getUser" => (GET_USER, &[]),
+        "listConfigurations" => (LIST_CONFIGURATIONS, &[LIST]),
+        // `ListAlertTypesCmd` is a `BaseCmd` (4.19.1 on): no parameter of its own, no paging.
+        "listAlertTypes" => (&[], &[]),
         _ => (&[], &[]),
     }
 }
@@ -132,6 +135,14 @@ const LIST_NETWORKS: &[Declared] = &[
     p("acltype", "aclType", S),
     p("traffictype", "trafficType", S),
     p("networkfilter", "networkFilter", S),
+];
+/// `ListCfgsByCmd` (a `BaseListCmd`, the same on 4.16 to `main` for these; `group`,
+/// `subgroup`, `parent` since 4.18).
+const LIST_CONFIGURATIONS: &[Declared] = &[
+    p("name", "configName", S),
+    p("category", "category", S),
+    p("zoneid", "zoneId", O),
+    p("group", "groupName", S),
 ];
 const LIST_ALERTS: &[Declared] = &[p("id", "id", O), p("type", "type", S), p("name", "name", S)];
 const ARCHIVE_ALERTS: &[Declared] = &[

@@ -101,6 +101,10 @@ fn list_configurations_shows_the_check_setting_only_where_the_check_exists() {
     assert_eq!(row["name"], VM_MAP_CHECK_SETTING);
     assert_eq!(row["value"], "false");
     assert_eq!(row["isdynamic"], true);
+    // `name` is a STRING of the default length: 256 characters are refused before it runs.
+    let long = "x".repeat(256);
+    let (status, _) = call(&sim, "listConfigurations", &[("name", &long)]);
+    assert_eq!(status, 431);
     let (_, v) = call(&sim, "listConfigurations", &[("name", "api.response")]);
     assert_eq!(
         v["listconfigurationsresponse"]["configuration"][0]["name"],
