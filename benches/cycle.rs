@@ -14,7 +14,10 @@
 //! measurement takes two child processes (this binary re-executed with
 //! `--child`): one serves the simulated cloud over HTTP on 127.0.0.1, the other runs the
 //! checker against it through the real client, so the peak RSS measured is the checker's
-//! alone and each size's is its own. Tests of the cycle's behaviour do not belong here.
+//! alone and each size's is its own. The checker's process gets the environment
+//! `config/cks-drift.service` gives the daemon (its `Environment=` lines: glibc's malloc
+//! settings), as the service and the container run it; `--glibc-defaults` runs it without.
+//! Tests of the cycle's behaviour do not belong here.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read};
@@ -68,6 +71,46 @@ const WORLD_NOW: i64 = 1_750_000_000;
 const RELEASE_VAR: &str = "CKS_DRIFT_BENCH_CLOUDSTACK";
 /// `--cloudstack`, for the simulated cloud's processes.
 static RELEASE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+/// The systemd unit the packages install: its `Environment=` lines are the checker's.
+const UNIT: &str = include_str!("../config/cks-drift.service");
+/// `--glibc-defaults`: the checker runs without the unit's environment.
+static GLIBC_DEFAULTS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The variables `config/cks-drift.service` sets for the daemon.
+fn unit_environment() -> Vec<(&'static str, &'static str)> {
+    UNIT.lines()
+        .filter_map(|line| line.strip_prefix("Environment="))
+        .filter_map(|pair| pair.split_once('='))
+        .collect()
+}
+
+/// Gives a checker's process the unit's environment, or takes it away (`--glibc-defaults`).
+fn as_the_service_runs(command: &mut Command) -> &mut Command {
+    for (name, value) in unit_environment() {
+        if GLIBC_DEFAULTS.load(Ordering::Relaxed) {
+            command.env_remove(name);
+        } else {
+            command.env(name, value);
+        }
+    }
+    command
+}
+
+/// What [`as_the_service_runs`] gives, for the benchmark's header.
+fn environment_line() -> String {
+    if GLIBC_DEFAULTS.load(Ordering::Relaxed) {
+        "Checker's environment: glibc's defaults (--glibc-defaults), not the unit's.".to_string()
+    } else {
+        let pairs: Vec<String> = unit_environment()
+            .iter()
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect();
+        format!(
+            "Checker's environment: as config/cks-drift.service sets it ({}).",
+            pairs.join(" ")
+        )
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Ssh {
@@ -151,6 +194,8 @@ fn main() {
             real_ssh = true;
         } else if arg == "--binary" {
             binary = true;
+        } else if arg == "--glibc-defaults" {
+            GLIBC_DEFAULTS.store(true, Ordering::Relaxed);
         } else if arg == "--cloudstack" {
             let name = args.next().expect("--cloudstack RELEASE, e.g. 4.19.0");
             cks_drift_sim::Release::from_name(name)
@@ -169,6 +214,7 @@ fn main() {
     if sizes.is_empty() {
         sizes = vec![100, 500, 1000, 2000];
     }
+    println!("{}", environment_line());
     if binary {
         // The configured default, and the benchmark's.
         let concurrencies = if concurrency_given {
@@ -885,7 +931,7 @@ fn run_child(mode: &str, n: usize, ssh: Ssh, concurrency: usize) -> Value {
             .env("BENCH_DB_URL", db_url)
             .env("BENCH_DB_PASSWORD", password);
     }
-    let output = command
+    let output = as_the_service_runs(&mut command)
         .args(["--child", mode, &concurrency.to_string(), url, nodes])
         .stderr(Stdio::inherit())
         .output()
@@ -1307,7 +1353,7 @@ listen = ""
             std::fs::set_permissions(&config, std::os::unix::fs::PermissionsExt::from_mode(0o600))
                 .expect("restrict the config");
             let figures = run.join("time.txt");
-            let status = Command::new("/usr/bin/time")
+            let status = as_the_service_runs(&mut Command::new("/usr/bin/time"))
                 .arg("-o")
                 .arg(&figures)
                 .args(["-f", "%M %e"])

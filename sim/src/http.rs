@@ -45,6 +45,8 @@ struct Shared {
     api_key: String,
     secret_key: String,
     enforce_post: AtomicBool,
+    /// The port this front listens on, recorded with each call.
+    front: u16,
 }
 
 /// A running fake CloudStack. Stops when dropped.
@@ -60,19 +62,20 @@ impl FakeCloudStack {
     pub async fn start(sim: Arc<Sim>, api_key: &str, secret_key: &str) -> FakeCloudStack {
         // `getUser userapikey=` finds the caller by the key it signs with.
         sim.with_world(|w| w.caller_api_key = api_key.to_string());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("bound address");
         let shared = Arc::new(Shared {
             sim,
             api_key: api_key.to_string(),
             secret_key: secret_key.to_string(),
             enforce_post: AtomicBool::new(false),
+            front: addr.port(),
         });
         let app = Router::new()
             .route("/client/api", get(api).post(api))
             .with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind 127.0.0.1:0");
-        let addr = listener.local_addr().expect("bound address");
         let shutdown = CancellationToken::new();
         let stop = shutdown.clone();
         let task = tokio::spawn(async move {
@@ -98,6 +101,11 @@ impl FakeCloudStack {
         &self.shared.sim
     }
 
+    /// The port it listens on: [`crate::Call::front`] of the calls it received.
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
     /// Behave as with `enforce.post.requests.and.timestamps=true`.
     pub fn enforce_post(&self, on: bool) {
         self.shared.enforce_post.store(on, Ordering::SeqCst);
@@ -121,11 +129,13 @@ async fn api(
     if method == Method::POST {
         params.extend(decode_pairs(&String::from_utf8_lossy(&body)));
     }
+    // A call is recorded as arrived when it came, not when it is answered after the latency.
+    let arrived = std::time::SystemTime::now();
     let latency = shared.sim.latency();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
-    let answer = shared.answer(method == Method::POST, &params, SimTime::now());
+    let answer = shared.answer_arrived(method == Method::POST, &params, SimTime::now(), arrived);
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let content_type = if answer.body.starts_with('{') {
         CONTENT_TYPE
@@ -137,7 +147,19 @@ async fn api(
 
 impl Shared {
     /// The answer to one request whose parameters are decoded, in the order sent.
+    #[cfg(test)]
     fn answer(&self, is_post: bool, params: &[(String, String)], now: SimTime) -> Answer {
+        self.answer_arrived(is_post, params, now, std::time::SystemTime::now())
+    }
+
+    /// [`Shared::answer`] of a call that arrived at `arrived` (recorded with the call).
+    fn answer_arrived(
+        &self,
+        is_post: bool,
+        params: &[(String, String)],
+        now: SimTime,
+        arrived: std::time::SystemTime,
+    ) -> Answer {
         // `ApiServlet` reads `command` and `response` by their exact names.
         let exact = |name: &str| {
             params
@@ -177,7 +199,7 @@ impl Shared {
         for (k, v) in params {
             map.entry(k.clone()).or_insert_with(|| v.clone());
         }
-        self.sim.handle(command, &map)
+        self.sim.handle_from(self.front, arrived, command, &map)
     }
 }
 
@@ -229,6 +251,7 @@ mod tests {
             api_key: "key".to_string(),
             secret_key: "secret".to_string(),
             enforce_post: AtomicBool::new(false),
+            front: 0,
         }
     }
 

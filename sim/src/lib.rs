@@ -51,6 +51,11 @@ pub const UNAUTHORIZED_TEXT: &str = "unable to verify user credentials and/or re
 pub struct Call {
     pub command: String,
     pub params: BTreeMap<String, String>,
+    /// The port of the API front that received it (several fronts may serve one `Sim`, one
+    /// per client, so that a test can tell its clients' calls apart); 0 when called directly.
+    pub front: u16,
+    /// When it arrived (the wall clock, not the world's), before any latency.
+    pub at: std::time::SystemTime,
 }
 
 impl Call {
@@ -93,6 +98,10 @@ struct Inner {
     settings: Settings,
     latency: Duration,
     faults: BTreeMap<String, VecDeque<Answer>>,
+    /// Every call answered with this while set (a server that is down behind its proxy).
+    outage: Option<Answer>,
+    /// Every state-changing call refused with this error while set.
+    writes_refused: Option<ApiError>,
     calls: Vec<Call>,
 }
 
@@ -110,6 +119,8 @@ impl Sim {
                 settings: Settings::default(),
                 latency: Duration::ZERO,
                 faults: BTreeMap::new(),
+                outage: None,
+                writes_refused: None,
                 calls: Vec::new(),
             }),
         }
@@ -159,6 +170,27 @@ impl Sim {
                 body: body.to_string(),
             });
         }
+    }
+
+    /// Until called again with `None`, every call gets this status and body (a management
+    /// server down behind its proxy or load balancer: 502, 503), whatever the command.
+    pub fn set_outage(&self, answer: Option<(u16, &str)>) {
+        self.lock().outage = answer.map(|(status, body)| Answer {
+            status,
+            body: body.to_string(),
+        });
+    }
+
+    /// Until called again with `None`, every state-changing call is refused with this
+    /// CloudStack error (HTTP status = `errorcode`, under the command's response key), as a
+    /// server whose database refuses writes answers (530, "Internal error executing
+    /// command."); reads are answered.
+    pub fn refuse_writes(&self, refusal: Option<(u16, &str)>) {
+        self.lock().writes_refused = refusal.map(|(code, text)| ApiError {
+            code,
+            cs_code: Some(query::CS_CLOUD_RUNTIME),
+            text: text.to_string(),
+        });
     }
 
     /// Like [`Sim::fail_next`] with a CloudStack error body: HTTP status = `errorcode`.
@@ -216,6 +248,17 @@ impl Sim {
     /// matched case-insensitively (the server lower-cases them); the first value of a name
     /// wins; authentication parameters are ignored by the commands.
     pub fn handle(&self, command: &str, params: &BTreeMap<String, String>) -> Answer {
+        self.handle_from(0, std::time::SystemTime::now(), command, params)
+    }
+
+    /// [`Sim::handle`] for a call received by the API front on port `front` at `at`.
+    pub fn handle_from(
+        &self,
+        front: u16,
+        at: std::time::SystemTime,
+        command: &str,
+        params: &BTreeMap<String, String>,
+    ) -> Answer {
         let mut normalized: BTreeMap<String, String> = BTreeMap::new();
         for (name, value) in params {
             let name = name.to_lowercase();
@@ -227,6 +270,8 @@ impl Sim {
         inner.calls.push(Call {
             command: command.to_string(),
             params: normalized.clone(),
+            front,
+            at,
         });
         // A command the caller's role (a custom one) or, on 4.23, its key pair's own rules
         // do not allow is refused while the request is verified.
@@ -252,6 +297,19 @@ impl Sim {
         }
         if let Some(fault) = inner.faults.get_mut(command).and_then(VecDeque::pop_front) {
             return fault;
+        }
+        if let Some(outage) = &inner.outage {
+            return outage.clone();
+        }
+        if let Some(err) = inner
+            .writes_refused
+            .as_ref()
+            .filter(|_| is_state_changing(command))
+        {
+            return Answer {
+                status: err.code,
+                body: error_body(&response_key(command), err),
+            };
         }
         let Inner {
             world, settings, ..

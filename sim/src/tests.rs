@@ -975,6 +975,8 @@ fn reads_are_list_get_query_and_find_and_everything_else_changes_state() {
     let call = |command: &str| Call {
         command: command.to_string(),
         params: BTreeMap::new(),
+        front: 0,
+        at: std::time::SystemTime::now(),
     };
     assert!(call("addAnnotation").is_state_changing());
     assert!(!call("listAnnotations").is_state_changing());

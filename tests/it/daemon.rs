@@ -777,6 +777,25 @@ async fn a_second_instance_stops_at_the_state_lock_before_binding() {
     assert!(!stderr.contains("serving /metrics"), "{stderr}");
 }
 
+/// The allocator setting the performance figures are measured with is the one the service
+/// and the container run with: the unit and the Containerfile give the same value.
+#[test]
+fn the_unit_and_the_container_give_glibc_the_same_mmap_threshold() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let unit = std::fs::read_to_string(root.join("config/cks-drift.service")).unwrap();
+    let containerfile = std::fs::read_to_string(root.join("config/Containerfile")).unwrap();
+    let from_unit: Vec<&str> = unit
+        .lines()
+        .filter_map(|l| l.strip_prefix("Environment=GLIBC_TUNABLES="))
+        .collect();
+    let from_image: Vec<&str> = containerfile
+        .lines()
+        .filter_map(|l| l.strip_prefix("ENV GLIBC_TUNABLES="))
+        .collect();
+    assert_eq!(from_unit, ["glibc.malloc.mmap_threshold=262144"], "{unit}");
+    assert_eq!(from_image, from_unit, "{containerfile}");
+}
+
 #[test]
 fn the_systemd_units_pass_systemd_analyze_verify() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

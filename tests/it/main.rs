@@ -3,6 +3,7 @@
 
 mod alertmanager;
 mod blind;
+mod campaign;
 mod check;
 mod cli;
 mod container;

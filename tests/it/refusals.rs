@@ -277,9 +277,14 @@ pub(crate) struct SmallDisk {
 
 impl SmallDisk {
     pub(crate) fn mount(path: &Path) -> SmallDisk {
+        SmallDisk::mount_sized(path, "256k")
+    }
+
+    /// A disk of `size` (`mount -o size=`).
+    pub(crate) fn mount_sized(path: &Path, size: &str) -> SmallDisk {
         std::fs::create_dir_all(path).unwrap();
         let status = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
             .arg(path)
             .status()
             .expect("run mount");

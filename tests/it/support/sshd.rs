@@ -119,14 +119,7 @@ impl Sshd {
         std::fs::write(&config_path, config).expect("write sshd_config");
         std::fs::create_dir_all(PRIVSEP_DIR).expect("create /run/sshd");
 
-        let child = Command::new(SSHD)
-            .args(["-D", "-e", "-f"])
-            .arg(&config_path)
-            .arg("-E")
-            .arg(base.join("sshd.log"))
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("start sshd");
+        let child = spawn_sshd(base);
         let mut sshd = Sshd {
             dir,
             ip,
@@ -137,6 +130,30 @@ impl Sshd {
         };
         sshd.wait_ready();
         sshd
+    }
+
+    /// Stops listening: connections are refused until [`Sshd::answer_again`].
+    pub fn refuse(&mut self) {
+        self.kill();
+    }
+
+    /// Listens again, with the same host keys and authorized keys, after [`Sshd::refuse`].
+    pub fn answer_again(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            return;
+        }
+        self.child = spawn_sshd(self.dir.path());
+        self.wait_ready();
+    }
+
+    /// Stops the listener's process (SIGSTOP): connections are accepted by the kernel and
+    /// then hang, no banner comes, until [`Sshd::unhang`].
+    pub fn hang(&self) {
+        signal(self.child.id(), "STOP");
+    }
+
+    pub fn unhang(&self) {
+        signal(self.child.id(), "CONT");
     }
 
     /// Polls the port until sshd accepts, or panics with its log.
@@ -220,6 +237,28 @@ impl Drop for Sshd {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Runs sshd in the foreground on the config written in `base`, logging to `sshd.log` there.
+fn spawn_sshd(base: &Path) -> Child {
+    Command::new(SSHD)
+        .args(["-D", "-e", "-f"])
+        .arg(base.join("sshd_config"))
+        .arg("-E")
+        .arg(base.join("sshd.log"))
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("start sshd")
+}
+
+/// Sends SIGSTOP, SIGCONT, … (`kill -<name> <pid>`).
+pub fn signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -{name} {pid}");
 }
 
 /// `<algorithm> <base64>` of a `.pub` file, without the comment.

@@ -1,0 +1,501 @@
+//! What a campaign leaves behind (CloudStack's alerts and annotations, every call with the
+//! instance that made it and when, each instance's log, event log and state file, and what
+//! the schedule did), and the invariants checked on it.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::{Duration, SystemTime};
+
+use cks_drift_sim::{Call, SimAlert, SimAnnotation};
+use serde_json::Value;
+
+use super::schedule::{Step, count_by_kind};
+
+/// One drift the schedule planted: the token its alert, annotation and event line name (a
+/// VM's id or a node's name), and its VM's name where it has one.
+#[derive(Debug, Clone)]
+pub struct Drift {
+    pub cluster: String,
+    pub kind: &'static str,
+    pub token: String,
+    pub opened: SystemTime,
+    pub closed: Option<SystemTime>,
+}
+
+/// An instance killed, started, paused or resumed, by its API front's port.
+#[derive(Debug, Clone)]
+pub struct Lifecycle {
+    pub instance: u16,
+    pub what: &'static str,
+    pub at: SystemTime,
+}
+
+pub struct History {
+    /// API front port → instance name.
+    pub fronts: BTreeMap<u16, String>,
+    pub calls: Vec<Call>,
+    pub alerts: Vec<SimAlert>,
+    pub annotations: Vec<SimAnnotation>,
+    pub drifts: Vec<Drift>,
+    pub lifecycle: Vec<Lifecycle>,
+    pub applied: Vec<(SystemTime, Step)>,
+    /// By API front port.
+    pub logs: BTreeMap<u16, String>,
+    pub event_logs: BTreeMap<u16, String>,
+    /// `None` where there is none.
+    pub state_files: BTreeMap<u16, Option<String>>,
+    /// (id, name) of every cluster.
+    pub clusters: Vec<(String, String)>,
+}
+
+/// A broken invariant, and when (to show the steps around it).
+pub struct Violation {
+    pub invariant: &'static str,
+    pub at: Option<SystemTime>,
+    pub what: String,
+}
+
+/// Seconds since the epoch, for reading times side by side.
+fn secs(t: SystemTime) -> f64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
+}
+
+/// `2026-12-04T05:10:11.123456Z` (the JSON log's timestamp) as a time.
+fn parse_time(text: &str) -> Option<SystemTime> {
+    let b = text.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[10] != b'T' {
+        return None;
+    }
+    let n = |r: std::ops::Range<usize>| text.get(r)?.parse::<i64>().ok();
+    let (y, m, d) = (n(0..4)?, n(5..7)?, n(8..10)?);
+    let (hh, mm, ss) = (n(11..13)?, n(14..16)?, n(17..19)?);
+    let nanos = match text[19..].strip_prefix('.') {
+        Some(rest) => {
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            format!("{digits:0<9}")[..9].parse::<u64>().ok()?
+        }
+        None => 0,
+    };
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + hh * 3600 + mm * 60 + ss;
+    Some(SystemTime::UNIX_EPOCH + Duration::new(u64::try_from(secs).ok()?, nanos as u32))
+}
+
+impl History {
+    fn name(&self, port: u16) -> &str {
+        self.fronts.get(&port).map_or("?", String::as_str)
+    }
+
+    fn openings(&self, token: &str) -> usize {
+        self.drifts.iter().filter(|d| d.token == token).count()
+    }
+
+    /// The tokens, each once, with whether a drift of it is open at the end.
+    fn tokens(&self) -> BTreeMap<&str, bool> {
+        let mut tokens: BTreeMap<&str, bool> = BTreeMap::new();
+        for d in &self.drifts {
+            *tokens.entry(d.token.as_str()).or_default() |= d.closed.is_none();
+        }
+        tokens
+    }
+
+    /// Every broken invariant.
+    pub fn violations(&self) -> Vec<Violation> {
+        let mut found = Vec::new();
+        self.notified_once(&mut found);
+        self.nothing_invented(&mut found);
+        self.one_active_at_a_time(&mut found);
+        self.event_lines_once(&mut found);
+        self.state_files_load(&mut found);
+        found
+    }
+
+    /// Every drift open at the end is alerted and annotated exactly once; every drift is
+    /// alerted and annotated at most once per opening; every drift that ended has its alerts
+    /// archived and its annotations removed.
+    fn notified_once(&self, found: &mut Vec<Violation>) {
+        for (token, open) in self.tokens() {
+            let alerts: Vec<&SimAlert> = self
+                .alerts
+                .iter()
+                .filter(|a| a.description.contains(token))
+                .collect();
+            let notes: Vec<&SimAnnotation> = self
+                .annotations
+                .iter()
+                .filter(|a| a.annotation.contains(token))
+                .collect();
+            let active_alerts = alerts.iter().filter(|a| !a.archived).count();
+            let active_notes = notes.iter().filter(|a| !a.removed).count();
+            let openings = self.openings(token);
+            let opened = self
+                .drifts
+                .iter()
+                .find(|d| d.token == token)
+                .map(|d| d.opened);
+            let mut say = |invariant, what: String| {
+                found.push(Violation {
+                    invariant,
+                    at: opened,
+                    what,
+                })
+            };
+            if open && (active_alerts != 1 || active_notes != 1) {
+                say(
+                    "a drift open at the end is alerted and annotated exactly once",
+                    format!("{token}: {active_alerts} open alerts, {active_notes} annotations"),
+                );
+            }
+            if alerts.len() > openings || notes.len() > openings {
+                say(
+                    "a drift is alerted and annotated at most once per opening",
+                    format!(
+                        "{token}: opened {openings} times, {} alerts, {} annotations",
+                        alerts.len(),
+                        notes.len()
+                    ),
+                );
+            }
+            if !open && (active_alerts > 0 || active_notes > 0) {
+                say(
+                    "a drift that ended is archived and its annotation removed",
+                    format!(
+                        "{token}: {active_alerts} alerts still open, {active_notes} annotations left"
+                    ),
+                );
+            }
+        }
+    }
+
+    /// Every alert and annotation names a drift that was planted, or is a storm's or a
+    /// summary's, or a blind cluster's whose SSH the schedule took away; and none of them is
+    /// open at the end unless what it names is.
+    fn nothing_invented(&self, found: &mut Vec<Violation>) {
+        let tokens = self.tokens();
+        let names_drift = |text: &str| tokens.keys().any(|t| text.contains(t));
+        let open_drift = |text: &str| tokens.iter().any(|(t, open)| *open && text.contains(t));
+        for a in &self.alerts {
+            let text = format!("{} {}", a.name, a.description);
+            let other = is_storm_or_summary(&text) || self.blind_of_faulted_ssh(&text);
+            if !names_drift(&text) && !other {
+                found.push(Violation {
+                    invariant: "nothing that was not drift is alerted",
+                    at: None,
+                    what: format!("alert {:?}: {}", a.name, a.description),
+                });
+            }
+            if !a.archived && !open_drift(&text) {
+                found.push(Violation {
+                    invariant: "nothing is left alerted once everything settled",
+                    at: None,
+                    what: format!("alert {:?}: {}", a.name, a.description),
+                });
+            }
+        }
+        for n in &self.annotations {
+            let blind = format!("{} {}", n.entity_id, n.annotation);
+            if !names_drift(&n.annotation) && !self.blind_of_faulted_ssh(&blind) {
+                found.push(Violation {
+                    invariant: "nothing that was not drift is annotated",
+                    at: None,
+                    what: n.annotation.clone(),
+                });
+            }
+            if !n.removed && !open_drift(&n.annotation) {
+                found.push(Violation {
+                    invariant: "nothing is left annotated once everything settled",
+                    at: None,
+                    what: n.annotation.clone(),
+                });
+            }
+        }
+    }
+
+    /// A `blind` finding of a cluster whose control node's SSH the schedule refused or hung.
+    fn blind_of_faulted_ssh(&self, text: &str) -> bool {
+        use super::schedule::Event;
+        if !text.contains("blind") && !text.contains("could not be listed") {
+            return false;
+        }
+        self.applied.iter().any(|(_, s)| match s.event {
+            Event::SshRefused(c) | Event::SshHang(c) => {
+                self.clusters.get(c).is_some_and(|(id, name)| {
+                    text.contains(id.as_str()) || text.contains(name.as_str())
+                })
+            }
+            _ => false,
+        })
+    }
+
+    /// At no moment are two instances active, and an instance sends nothing while it is not:
+    /// from each instance's lock lines, its kills, pauses and resumptions, and the calls that
+    /// change state, by the API front each instance has of its own.
+    fn one_active_at_a_time(&self, found: &mut Vec<Violation>) {
+        let mut intervals: Vec<(u16, SystemTime, SystemTime)> = Vec::new();
+        let mut limbo: Vec<(u16, SystemTime, SystemTime)> = Vec::new();
+        let holds: Vec<(u16, SystemTime)> = self
+            .fronts
+            .keys()
+            .flat_map(|&p| {
+                self.lock_lines(p)
+                    .into_iter()
+                    .filter(|(_, holds)| *holds)
+                    .map(move |(t, _)| (p, t))
+            })
+            .collect();
+        let end = SystemTime::now();
+        for &port in self.fronts.keys() {
+            let mut marks: Vec<(SystemTime, &str)> = self
+                .lock_lines(port)
+                .into_iter()
+                .map(|(t, holds)| (t, if holds { "holds" } else { "lost" }))
+                .collect();
+            marks.extend(
+                self.lifecycle
+                    .iter()
+                    .filter(|l| l.instance == port)
+                    .map(|l| (l.at, l.what)),
+            );
+            marks.sort_by_key(|(t, _)| *t);
+            let mut active: Option<SystemTime> = None;
+            let mut paused_active: Option<SystemTime> = None;
+            let mut in_limbo: Option<SystemTime> = None;
+            for (t, what) in marks {
+                match what {
+                    "holds" => {
+                        active = Some(t);
+                        in_limbo = None;
+                    }
+                    "lost" | "killed" => {
+                        if let Some(from) = active.take() {
+                            intervals.push((port, from, t));
+                        }
+                        if let Some(from) = in_limbo.take() {
+                            limbo.push((port, from, t));
+                        }
+                        paused_active = None;
+                    }
+                    "paused" => {
+                        if let Some(from) = active.take() {
+                            intervals.push((port, from, t));
+                            paused_active = Some(t);
+                        }
+                    }
+                    "resumed" => {
+                        if let Some(paused) = paused_active.take() {
+                            let taken = holds
+                                .iter()
+                                .any(|&(p, h)| p != port && h > paused && h <= t);
+                            if taken {
+                                in_limbo = Some(t);
+                            } else {
+                                active = Some(t);
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(from) = active {
+                intervals.push((port, from, end));
+            }
+            if let Some(from) = in_limbo {
+                limbo.push((port, from, end));
+            }
+        }
+        for (i, a) in intervals.iter().enumerate() {
+            for b in &intervals[i + 1..] {
+                if a.0 != b.0 && a.1 < b.2 && b.1 < a.2 {
+                    found.push(Violation {
+                        invariant: "at no moment are two instances active",
+                        at: Some(a.1.max(b.1)),
+                        what: format!(
+                            "{} active {:.3}..{:.3}, {} active {:.3}..{:.3}",
+                            self.name(a.0),
+                            secs(a.1),
+                            secs(a.2),
+                            self.name(b.0),
+                            secs(b.1),
+                            secs(b.2)
+                        ),
+                    });
+                }
+            }
+        }
+        for call in self.calls.iter().filter(|c| c.is_state_changing()) {
+            let within = |&&(p, from, to): &&(u16, SystemTime, SystemTime)| {
+                p == call.front && call.at >= from && call.at <= to
+            };
+            if limbo.iter().any(|l| within(&l)) {
+                found.push(Violation {
+                    invariant: "an instance whose lock was taken over sends nothing",
+                    at: Some(call.at),
+                    what: format!(
+                        "{} sent {} at {:.3}",
+                        self.name(call.front),
+                        call.command,
+                        secs(call.at)
+                    ),
+                });
+            } else if call.front != 0 && !intervals.iter().any(|i| within(&i)) {
+                found.push(Violation {
+                    invariant: "only the active instance sends",
+                    at: Some(call.at),
+                    what: format!(
+                        "{} sent {} at {:.3} while not active",
+                        self.name(call.front),
+                        call.command,
+                        secs(call.at)
+                    ),
+                });
+            }
+        }
+    }
+
+    /// `(time, holds)` of the instance's lock lines: it holds the lock, or lost it.
+    fn lock_lines(&self, port: u16) -> Vec<(SystemTime, bool)> {
+        let log = self.logs.get(&port).map_or("", String::as_str);
+        log.lines()
+            .filter_map(|line| {
+                let holds = line.contains("this instance holds the lock");
+                let lost = line.contains("this instance lost the lock");
+                if !holds && !lost {
+                    return None;
+                }
+                let v: Value = serde_json::from_str(line).ok()?;
+                Some((parse_time(v["timestamp"].as_str()?)?, holds))
+            })
+            .collect()
+    }
+
+    /// An event line opening a finding (WARN) is written once per opening of its drift, over
+    /// every instance's event log.
+    fn event_lines_once(&self, found: &mut Vec<Violation>) {
+        let mut lines: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut shown: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for (port, log) in &self.event_logs {
+            for line in log.lines() {
+                let Ok(v) = serde_json::from_str::<Value>(line) else {
+                    continue;
+                };
+                if v["level"] != "WARN" {
+                    continue;
+                }
+                let text = line;
+                for token in self.tokens().keys() {
+                    if text.contains(token) {
+                        *lines.entry(token).or_default() += 1;
+                        shown
+                            .entry(token)
+                            .or_default()
+                            .push(format!("{}: {line}", self.name(*port)));
+                    }
+                }
+            }
+        }
+        for (token, n) in lines {
+            let openings = self.openings(token);
+            if n > openings {
+                found.push(Violation {
+                    invariant: "an event line is written once per opening of a finding",
+                    at: None,
+                    what: format!(
+                        "{token}: opened {openings} times, {n} WARN event lines:\n{}",
+                        shown.get(token).map(|l| l.join("\n")).unwrap_or_default()
+                    ),
+                });
+            }
+        }
+    }
+
+    /// Every state file is whole: JSON, as written.
+    fn state_files_load(&self, found: &mut Vec<Violation>) {
+        for (port, text) in &self.state_files {
+            // None at all: the instance never held the lock long enough to write one.
+            let Some(text) = text else {
+                continue;
+            };
+            if serde_json::from_str::<Value>(text).is_err() {
+                found.push(Violation {
+                    invariant: "every state file loads",
+                    at: None,
+                    what: format!(
+                        "{}'s state file ({} bytes) is not whole: {:?}",
+                        self.name(*port),
+                        text.len(),
+                        &text[..text.len().min(120)]
+                    ),
+                });
+            }
+        }
+    }
+
+    /// The seed, the events by kind, the drifts, the invariants and each violation with the
+    /// steps around it.
+    pub fn summary(&self, seed: u64, steps: &[Step], violations: &[Violation]) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "campaign seed {seed:#x}: {} events", steps.len());
+        for (kind, n) in count_by_kind(steps) {
+            let _ = writeln!(out, "  {n:>4}  {kind}");
+        }
+        let _ = writeln!(
+            out,
+            "drifts planted: {} ({} open at the end); alerts {}, annotations {}, calls {} \
+             ({} changing state)",
+            self.drifts.len(),
+            self.drifts.iter().filter(|d| d.closed.is_none()).count(),
+            self.alerts.len(),
+            self.annotations.len(),
+            self.calls.len(),
+            self.calls.iter().filter(|c| c.is_state_changing()).count()
+        );
+        let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+        for d in &self.drifts {
+            *kinds.entry(d.kind).or_default() += 1;
+        }
+        for (kind, n) in kinds {
+            let _ = writeln!(out, "  {n:>4}  {kind}");
+        }
+        let _ = writeln!(
+            out,
+            "invariants checked: 5 (notified once, nothing invented, one active at a time, \
+             event lines once, state files whole); violations: {}",
+            violations.len()
+        );
+        for v in violations {
+            let _ = writeln!(out, "VIOLATION: {}: {}", v.invariant, v.what);
+            if let Some(at) = v.at {
+                let around: Vec<String> = self
+                    .applied
+                    .iter()
+                    .filter(|(t, _)| {
+                        t.duration_since(at).unwrap_or_else(|e| e.duration())
+                            < Duration::from_secs(8)
+                    })
+                    .map(|(t, s)| format!("    {:.3}  {s}", secs(*t)))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "  steps around {:.3}:\n{}",
+                    secs(at),
+                    around.join("\n")
+                );
+            }
+        }
+        out
+    }
+}
+
+/// A storm's alert, or a summary standing for findings beyond the caps.
+fn is_storm_or_summary(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    lower.contains("storm") || lower.contains("summary") || lower.contains("more finding")
+}
