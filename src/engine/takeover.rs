@@ -195,6 +195,7 @@ pub async fn recover(
     }
     recover_annotations(state, &notes, now, &mut got);
     got.owed_alerts = owe_alerts(state);
+    state.read_back = true;
     info!(
         alerts = got.alerts,
         annotations = got.annotations,

@@ -46,6 +46,9 @@ struct Line<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     node: Option<&'a str>,
     description: &'a str,
+    /// The instance before may have written this line too (see `Notification::Event`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    after_takeover: bool,
 }
 
 /// The most of the log's end that [`Tail::read`] reads, whatever the lines' length: a bound
@@ -130,6 +133,7 @@ pub fn append(
         node,
         description,
         time,
+        after_takeover,
     } = n
     else {
         return Ok(false);
@@ -147,6 +151,7 @@ pub fn append(
         vm_name: vm_name.as_deref(),
         node: node.as_deref(),
         description,
+        after_takeover: *after_takeover,
     };
     let mut text = crate::base::untrusted::json_visible(
         serde_json::to_string(&line).expect("events serialize"),
@@ -216,6 +221,7 @@ mod tests {
             node: None,
             description: format!("{key} found"),
             time: Timestamp::parse("2026-11-30T10:00:00Z").unwrap(),
+            after_takeover: false,
         }
     }
 

@@ -380,6 +380,7 @@ mod tests {
                     node: None,
                     description: "a VM named as a node is not in the map".into(),
                     time: Timestamp::parse("2026-11-30T10:00:00Z").unwrap(),
+                    after_takeover: false,
                 },
             });
         }

@@ -47,6 +47,11 @@ pub struct State {
     /// The storm under way, if one is: new findings in too many clusters at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storm: Option<Storm>,
+    /// What was reported was read back from CloudStack and no step has run since: the next
+    /// step's new findings may have been told by the instance before (see
+    /// [`Notification::Event`]'s `after_takeover`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_back: bool,
     /// When alerts and annotations were raised in the last hour, by tenant (`Owner::key`):
     /// what `notify.owner_alerts_per_hour` counts.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -103,6 +108,7 @@ impl Default for State {
             annotations: BTreeMap::new(),
             next_id: 1,
             storm: None,
+            read_back: false,
             raised: BTreeMap::new(),
         }
     }
@@ -397,6 +403,12 @@ pub enum Notification {
         node: Option<String>,
         description: String,
         time: Timestamp,
+        /// Written in the first step after what was reported was read back from CloudStack (a
+        /// takeover, a lost state) about a finding found there without a trace: the instance
+        /// before may have written the same line (a storm held the finding's alert and
+        /// annotation, or they were still queued).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        after_takeover: bool,
     },
     /// `generateAlert` for one mismatch, or a summary (`covers` non-empty).
     RaiseAlert {

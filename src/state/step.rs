@@ -238,6 +238,7 @@ fn event(
         node: m.and_then(Mismatch::node).map(str::to_string),
         description,
         time: now,
+        after_takeover: false,
     }
 }
 
@@ -315,6 +316,8 @@ pub fn step(
         pending: &mut pending,
     };
     outcome.storm = storm::storm(&mut q, told, checked, settings, now);
+    // Only the first step after a read-back can meet findings told before it.
+    state.read_back = false;
     outcome
 }
 
@@ -614,14 +617,18 @@ fn tell_new(
                 now,
             )),
             None => {
-                q.push(event(
+                let mut line = event(
                     Level::Warn,
                     &c.cluster.id,
                     &c.cluster.name,
                     Some(m),
                     reason(&c.cluster.name, m),
                     now,
-                ));
+                );
+                if let Notification::Event { after_takeover, .. } = &mut line {
+                    *after_takeover = q.state.read_back;
+                }
+                q.push(line);
                 tell.push((*m).clone());
             }
         }

@@ -129,6 +129,7 @@ impl StateV1 {
             annotations: self.annotations,
             next_id: self.next_id,
             storm: None,
+            read_back: false,
             raised: Default::default(),
         }
     }

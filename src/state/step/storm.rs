@@ -249,6 +249,7 @@ fn storm_event(level: Level, key: &str, description: String, now: Timestamp) -> 
         node: None,
         description,
         time: now,
+        after_takeover: false,
     }
 }
 

@@ -1407,3 +1407,59 @@ fn a_summary_alert_whose_findings_are_all_handed_over_is_archived() {
         "{sent:?}"
     );
 }
+
+/// The marks of the WARN event lines `state`'s outbox holds, by key, then emptied.
+fn after_takeover_marks(state: &mut State) -> Vec<(String, bool)> {
+    std::mem::take(&mut state.outbox)
+        .into_iter()
+        .filter_map(|o| match o.notification {
+            Notification::Event {
+                level: Level::Warn,
+                key,
+                after_takeover,
+                ..
+            } => Some((key.unwrap_or_default(), after_takeover)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_first_step_after_a_read_back_marks_its_new_findings_event_lines_and_no_later_one() {
+    // A storm held the finding in the instance before: CloudStack kept no trace of it, so the
+    // instance that read back what was reported meets it as new, and its line may be a repeat.
+    let mut s = State {
+        read_back: true,
+        ..State::default()
+    };
+    let first = report(vec![cluster(Coverage::Full, vec![m(UnmappedVm, "v2")])], 0);
+    step(&mut s, &first, &ON, at(0));
+    assert_eq!(
+        after_takeover_marks(&mut s),
+        [("unmapped_vm:v2".to_string(), true)]
+    );
+    assert!(!s.read_back);
+    // A finding first seen by this instance's later steps is its own.
+    let later = report(
+        vec![cluster(
+            Coverage::Full,
+            vec![m(UnmappedVm, "v2"), m(UnmappedVm, "v3")],
+        )],
+        5,
+    );
+    step(&mut s, &later, &ON, at(5));
+    assert_eq!(
+        after_takeover_marks(&mut s),
+        [("unmapped_vm:v3".to_string(), false)]
+    );
+    // The mark survives a state written between the read-back and the step.
+    let kept: State = serde_json::from_str(
+        &serde_json::to_string(&State {
+            read_back: true,
+            ..State::default()
+        })
+        .unwrap(),
+    )
+    .unwrap();
+    assert!(kept.read_back);
+}
