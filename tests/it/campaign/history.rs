@@ -48,6 +48,13 @@ pub struct History {
     pub clusters: Vec<(String, String)>,
 }
 
+/// How long a drift with no fault around it lasts before it must have been alerted: many
+/// cycles of 1 s, a lock interval and a delivery.
+const LEFT_ALONE: Duration = Duration::from_secs(8);
+/// How long before a drift began a fault still counts as around it (a takeover, a queued
+/// delivery, a database back need a few cycles to settle).
+const BEFORE_QUIET: Duration = Duration::from_secs(10);
+
 /// A broken invariant, and when (to show the steps around it).
 pub struct Violation {
     pub invariant: &'static str,
@@ -111,6 +118,7 @@ impl History {
     pub fn violations(&self) -> Vec<Violation> {
         let mut found = Vec::new();
         self.notified_once(&mut found);
+        self.alerted_when_left_alone(&mut found);
         self.nothing_invented(&mut found);
         self.one_active_at_a_time(&mut found);
         self.event_lines_once(&mut found);
@@ -173,6 +181,134 @@ impl History {
                 );
             }
         }
+    }
+
+    /// A drift that lasted [`LEFT_ALONE`] with no fault anywhere around it (no instance killed
+    /// or paused, no outage of the API or the database, no full disk, no storm) was alerted.
+    fn alerted_when_left_alone(&self, found: &mut Vec<Violation>) -> usize {
+        use super::schedule::Event;
+        let mut checked = 0;
+        let faults: Vec<SystemTime> = self
+            .applied
+            .iter()
+            .filter(|(_, s)| {
+                matches!(
+                    s.event,
+                    Event::Kill(_)
+                        | Event::Restart(_)
+                        | Event::Pause(_)
+                        | Event::Resume(_)
+                        | Event::DatabaseDown
+                        | Event::DatabaseUp
+                        | Event::ApiOutage
+                        | Event::ApiBack
+                        | Event::ApiSlow
+                        | Event::ApiFast
+                        | Event::WritesRefused
+                        | Event::WritesAccepted
+                        | Event::DiskFull(_)
+                        | Event::DiskFreed(_)
+                        | Event::StormOn
+                        | Event::StormOff
+                )
+            })
+            .map(|(t, _)| *t)
+            .chain(self.storm_lines().into_iter().map(|(t, _)| t))
+            .collect();
+        // A fault under way when the drift began shows as its end within the drift's life, or
+        // as its start before: both are steps near or inside the window.
+        for d in &self.drifts {
+            let Some(closed) = d.closed else {
+                continue;
+            };
+            if !self.left_alone(d, &faults, closed) {
+                continue;
+            }
+            checked += 1;
+            let lasted = closed.duration_since(d.opened).unwrap_or_default();
+            if !self.alerts.iter().any(|a| a.description.contains(&d.token)) {
+                found.push(Violation {
+                    invariant: "a drift left alone long enough is alerted",
+                    at: Some(d.opened),
+                    what: format!(
+                        "{} {} lasted {:.1} s with no fault around it and was never alerted",
+                        d.kind,
+                        d.token,
+                        lasted.as_secs_f64()
+                    ),
+                });
+            }
+        }
+        checked
+    }
+
+    /// Whether drift `d`, which ended at `closed`, lasted [`LEFT_ALONE`] with none of the
+    /// `faults` around it.
+    fn left_alone(&self, d: &Drift, faults: &[SystemTime], closed: SystemTime) -> bool {
+        let lasted = closed.duration_since(d.opened).unwrap_or_default();
+        let from = d.opened - BEFORE_QUIET;
+        lasted >= LEFT_ALONE
+            && !faults.iter().any(|&t| t >= from && t <= closed)
+            && !self.fault_under_way(d.opened)
+    }
+
+    /// `(time, began)` of every instance's storm event lines (a storm of findings the
+    /// schedule planted together, or of several drifts and blind clusters at once).
+    fn storm_lines(&self) -> Vec<(SystemTime, bool)> {
+        let mut lines: Vec<(SystemTime, bool)> = self
+            .event_logs
+            .values()
+            .flat_map(|log| log.lines())
+            .filter_map(|line| {
+                let v: Value = serde_json::from_str(line).ok()?;
+                if v["kind"] != "storm" {
+                    return None;
+                }
+                Some((parse_time(v["time"].as_str()?)?, v["level"] == "WARN"))
+            })
+            .collect();
+        lines.sort();
+        lines
+    }
+
+    /// Whether a fault that began before `t` had not ended by then.
+    fn fault_under_way(&self, t: SystemTime) -> bool {
+        let storm_on = self
+            .storm_lines()
+            .into_iter()
+            .take_while(|(at, _)| *at <= t)
+            .last()
+            .is_some_and(|(_, began)| began);
+        if storm_on {
+            return true;
+        }
+        use super::schedule::Event;
+        let mut under_way = 0i32;
+        for (at, s) in &self.applied {
+            if *at > t {
+                break;
+            }
+            match s.event {
+                Event::Kill(_)
+                | Event::Pause(_)
+                | Event::DatabaseDown
+                | Event::ApiOutage
+                | Event::ApiSlow
+                | Event::WritesRefused
+                | Event::DiskFull(_)
+                | Event::StormOn => under_way += 1,
+                Event::Restart(_)
+                | Event::Resume(_)
+                | Event::DatabaseUp
+                | Event::ApiBack
+                | Event::ApiFast
+                | Event::WritesAccepted
+                | Event::DiskFreed(_)
+                | Event::StormOff => under_way -= 1,
+                _ => {}
+            }
+        }
+        under_way > 0
     }
 
     /// Every alert and annotation names a drift that was planted, or is a storm's or a
@@ -467,6 +603,12 @@ impl History {
             .filter(|line| line.contains("\"after_takeover\":true"))
             .count();
         let _ = writeln!(out, "event lines marked after a takeover: {marked}");
+        let left_alone = self.alerted_when_left_alone(&mut Vec::new());
+        let _ = writeln!(
+            out,
+            "drifts that ended after lasting {} s with no fault around them: {left_alone}",
+            LEFT_ALONE.as_secs()
+        );
         let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
         for d in &self.drifts {
             *kinds.entry(d.kind).or_default() += 1;
@@ -476,8 +618,8 @@ impl History {
         }
         let _ = writeln!(
             out,
-            "invariants checked: 5 (notified once, nothing invented, one active at a time, \
-             event lines once, state files whole); violations: {}",
+            "invariants checked: 6 (notified once, alerted when left alone, nothing invented, one \
+             active at a time, event lines once, state files whole); violations: {}",
             violations.len()
         );
         for v in violations {

@@ -428,6 +428,20 @@ impl Campaign {
                     self.close(&first_worker);
                 }
             }
+            Event::VmError(c) => {
+                let id = self.ids[c].clone();
+                let first_worker = self.cloud.map(&id)[1].clone();
+                self.sim()
+                    .with_world(|w| w.set_vm_state(&first_worker, "Error"));
+                self.open(c, "mapped_vm", first_worker);
+            }
+            Event::VmRunning(c) => {
+                let id = self.ids[c].clone();
+                let first_worker = self.cloud.map(&id)[1].clone();
+                self.sim()
+                    .with_world(|w| w.set_vm_state(&first_worker, "Running"));
+                self.close(&first_worker);
+            }
             Event::Scaling(c) => {
                 let id = self.ids[c].clone();
                 self.sim()

@@ -72,6 +72,9 @@ pub enum Event {
     /// then joins again.
     NodeGone(usize),
     NodeBack(usize),
+    /// The cluster's first worker goes into Error (a mapped VM in Error), then Running again.
+    VmError(usize),
+    VmRunning(usize),
     /// The cluster is scaled: Scaling for a while, then Running with one more worker, mapped
     /// and a node.
     Scaling(usize),
@@ -114,6 +117,8 @@ impl Event {
             Event::StrayGone(_) => "drift ends: node gone",
             Event::NodeGone(_) => "drift: VM not a node",
             Event::NodeBack(_) => "drift ends: node back",
+            Event::VmError(_) => "drift: mapped VM in Error",
+            Event::VmRunning(_) => "drift ends: VM Running",
             Event::Scaling(_) => "cluster scaling",
             Event::Scaled(_) => "cluster scaled",
             Event::Created(_) => "cluster created",
@@ -184,9 +189,19 @@ pub fn draw(seed: u64, events: usize, shape: Shape) -> Vec<Step> {
     let mut now = Duration::ZERO;
     while steps.len() < events {
         now += rng.millis(300, 1500);
-        let Some((start, lasts, end)) = pick(&mut rng, &mut free, shape, now) else {
+        let Some((start, lasts, mut end)) = pick(&mut rng, &mut free, shape, now) else {
             continue;
         };
+        // In the last third, one drift in three is never undone: it is open when the campaign
+        // ends, and must then be alerted and annotated exactly once.
+        if let Event::Unmap(c) | Event::StrayNode(c) | Event::NodeGone(c) | Event::VmError(c) =
+            start
+            && steps.len() * 3 >= events * 2
+            && rng.below(3) == 0
+        {
+            end = None;
+            free.cluster[c] = Duration::MAX;
+        }
         steps.push(Step {
             at: now,
             event: start,
@@ -212,7 +227,7 @@ fn pick(
 ) -> Option<(Event, Duration, Option<Event>)> {
     let i = rng.below(shape.instances);
     let c = rng.below(shape.clusters);
-    let kind = rng.below(20);
+    let kind = rng.below(21);
     // At least one other instance is up, so that the schedule is not all outage.
     let instance_free =
         free.instance[i] <= now && (0..shape.instances).any(|j| j != i && free.instance[j] <= now);
@@ -277,6 +292,11 @@ fn pick(
             return Some((Event::Deleted(c), Duration::ZERO, None));
         }
         18 if free.storm <= now => (Event::StormOn, rng.millis(3000, 10000), Event::StormOff),
+        19 if cluster_free => (
+            Event::VmError(c),
+            rng.millis(200, 12000),
+            Event::VmRunning(c),
+        ),
         _ => return None,
     };
     let until = now + lasts + SETTLE;
