@@ -131,15 +131,19 @@ impl History {
     /// archived and its annotations removed.
     fn notified_once(&self, found: &mut Vec<Violation>) {
         for (token, open) in self.tokens() {
+            // The finding's own, by the marker that ends it (`[cks-drift <cluster>/<kind>:
+            // <token>]`, `[cks-drift <kind>:<token>]`): a storm's or a summary's alert may
+            // quote the token too.
+            let marker = format!(":{token}]");
             let alerts: Vec<&SimAlert> = self
                 .alerts
                 .iter()
-                .filter(|a| a.description.contains(token))
+                .filter(|a| a.description.ends_with(&marker))
                 .collect();
             let notes: Vec<&SimAnnotation> = self
                 .annotations
                 .iter()
-                .filter(|a| a.annotation.contains(token))
+                .filter(|a| a.annotation.ends_with(&marker))
                 .collect();
             let active_alerts = alerts.iter().filter(|a| !a.archived).count();
             let active_notes = notes.iter().filter(|a| !a.removed).count();
@@ -166,9 +170,11 @@ impl History {
                 say(
                     "a drift is alerted and annotated at most once per opening",
                     format!(
-                        "{token}: opened {openings} times, {} alerts, {} annotations",
+                        "{token}: opened {openings} times, {} alerts, {} annotations; the \
+                         calls that name it:\n{}",
                         alerts.len(),
-                        notes.len()
+                        notes.len(),
+                        self.calls_naming(token)
                     ),
                 );
             }
@@ -226,7 +232,8 @@ impl History {
             }
             checked += 1;
             let lasted = closed.duration_since(d.opened).unwrap_or_default();
-            if !self.alerts.iter().any(|a| a.description.contains(&d.token)) {
+            let marker = format!(":{}]", d.token);
+            if !self.alerts.iter().any(|a| a.description.ends_with(&marker)) {
                 found.push(Violation {
                     invariant: "a drift left alone long enough is alerted",
                     at: Some(d.opened),
@@ -309,6 +316,23 @@ impl History {
             }
         }
         under_way > 0
+    }
+
+    /// The state-changing calls whose parameters name `token`, with who made them and when.
+    fn calls_naming(&self, token: &str) -> String {
+        self.calls
+            .iter()
+            .filter(|c| c.is_state_changing() && c.params.values().any(|v| v.contains(token)))
+            .map(|c| {
+                format!(
+                    "    {:.3}  {} {}",
+                    secs(c.at),
+                    self.name(c.front),
+                    c.command
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// Every alert and annotation names a drift that was planted, or is a storm's or a
@@ -486,14 +510,45 @@ impl History {
                     invariant: "only the active instance sends",
                     at: Some(call.at),
                     what: format!(
-                        "{} sent {} at {:.3} while not active",
+                        "{} sent {} at {:.3} while not active; its lock lines and life:\n{}",
                         self.name(call.front),
                         call.command,
-                        secs(call.at)
+                        secs(call.at),
+                        self.marks_around(call.front, call.at)
                     ),
                 });
             }
         }
+    }
+
+    /// The instance's lock lines and what the schedule did to it, 20 s either side of `at`.
+    fn marks_around(&self, port: u16, at: SystemTime) -> String {
+        let near = |t: SystemTime| {
+            t.duration_since(at).unwrap_or_else(|e| e.duration()) < Duration::from_secs(20)
+        };
+        let mut marks: Vec<(SystemTime, String)> = self
+            .lock_lines(port)
+            .into_iter()
+            .filter(|(t, _)| near(*t))
+            .map(|(t, holds)| {
+                (
+                    t,
+                    if holds { "holds the lock" } else { "lost it" }.to_string(),
+                )
+            })
+            .collect();
+        marks.extend(
+            self.lifecycle
+                .iter()
+                .filter(|l| l.instance == port && near(l.at))
+                .map(|l| (l.at, l.what.to_string())),
+        );
+        marks.sort();
+        marks
+            .iter()
+            .map(|(t, what)| format!("    {:.3}  {what}", secs(*t)))
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// `(time, holds)` of the instance's lock lines: it holds the lock, or lost it.
@@ -502,7 +557,10 @@ impl History {
         log.lines()
             .filter_map(|line| {
                 let holds = line.contains("this instance holds the lock");
-                let lost = line.contains("this instance lost the lock");
+                // The keeper's own check, or a delivery's fence, finding the lock gone.
+                let lost = line.contains("this instance lost the lock")
+                    || line.contains("no longer holds the lock")
+                    || line.contains("cannot confirm the lock");
                 if !holds && !lost {
                     return None;
                 }
@@ -528,9 +586,9 @@ impl History {
                 if v["level"] != "WARN" || v["after_takeover"] == true {
                     continue;
                 }
-                let text = line;
+                let key = v["key"].as_str().unwrap_or_default();
                 for token in self.tokens().keys() {
-                    if text.contains(token) {
+                    if key.ends_with(&format!(":{token}")) {
                         *lines.entry(token).or_default() += 1;
                         shown
                             .entry(token)
@@ -622,6 +680,15 @@ impl History {
              active at a time, event lines once, state files whole); violations: {}",
             violations.len()
         );
+        if !violations.is_empty() {
+            let _ = writeln!(out, "the steps as applied:");
+            for (t, s) in &self.applied {
+                let _ = writeln!(out, "    {:.3}  {s}", secs(*t));
+            }
+            for (port, name) in &self.fronts {
+                let _ = writeln!(out, "{name} is API front {port}");
+            }
+        }
         for v in violations {
             let _ = writeln!(out, "VIOLATION: {}: {}", v.invariant, v.what);
             if let Some(at) = v.at {
