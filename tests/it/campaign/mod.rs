@@ -449,12 +449,16 @@ impl Campaign {
             }
             Event::Scaled(c) => {
                 let id = self.ids[c].clone();
+                // As CKS scales: the VM and its map row are written while the cluster is
+                // Scaling (and reach the database), then the cluster is Running again. The API
+                // and the database are one in CloudStack; here the database follows the world.
                 let vm = self.sim().with_world(|w| {
                     let vm = w.add_node_vm(&id, NodeRole::Worker, true);
                     w.cluster_mut(&id).size += 1;
-                    w.set_cluster_state(&id, "Running");
                     vm
                 });
+                self.mirror();
+                self.sim().with_world(|w| w.set_cluster_state(&id, "Running"));
                 let node = self.sim().with_world(|w| {
                     let v = w.vm(&vm).unwrap();
                     FakeNode::with_uuid(&v.name.to_lowercase(), &v.system_uuid())
