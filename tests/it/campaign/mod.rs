@@ -458,7 +458,8 @@ impl Campaign {
                     vm
                 });
                 self.mirror();
-                self.sim().with_world(|w| w.set_cluster_state(&id, "Running"));
+                self.sim()
+                    .with_world(|w| w.set_cluster_state(&id, "Running"));
                 let node = self.sim().with_world(|w| {
                     let v = w.vm(&vm).unwrap();
                     FakeNode::with_uuid(&v.name.to_lowercase(), &v.system_uuid())
