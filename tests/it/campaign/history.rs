@@ -192,32 +192,11 @@ impl History {
     /// A drift that lasted [`LEFT_ALONE`] with no fault anywhere around it (no instance killed
     /// or paused, no outage of the API or the database, no full disk, no storm) was alerted.
     fn alerted_when_left_alone(&self, found: &mut Vec<Violation>) -> usize {
-        use super::schedule::Event;
         let mut checked = 0;
         let faults: Vec<SystemTime> = self
             .applied
             .iter()
-            .filter(|(_, s)| {
-                matches!(
-                    s.event,
-                    Event::Kill(_)
-                        | Event::Restart(_)
-                        | Event::Pause(_)
-                        | Event::Resume(_)
-                        | Event::DatabaseDown
-                        | Event::DatabaseUp
-                        | Event::ApiOutage
-                        | Event::ApiBack
-                        | Event::ApiSlow
-                        | Event::ApiFast
-                        | Event::WritesRefused
-                        | Event::WritesAccepted
-                        | Event::DiskFull(_)
-                        | Event::DiskFreed(_)
-                        | Event::StormOn
-                        | Event::StormOff
-                )
-            })
+            .filter(|(_, s)| s.event.cloud_fault().is_some())
             .map(|(t, _)| *t)
             .chain(self.storm_lines().into_iter().map(|(t, _)| t))
             .collect();
@@ -289,30 +268,15 @@ impl History {
         if storm_on {
             return true;
         }
-        use super::schedule::Event;
         let mut under_way = 0i32;
         for (at, s) in &self.applied {
             if *at > t {
                 break;
             }
-            match s.event {
-                Event::Kill(_)
-                | Event::Pause(_)
-                | Event::DatabaseDown
-                | Event::ApiOutage
-                | Event::ApiSlow
-                | Event::WritesRefused
-                | Event::DiskFull(_)
-                | Event::StormOn => under_way += 1,
-                Event::Restart(_)
-                | Event::Resume(_)
-                | Event::DatabaseUp
-                | Event::ApiBack
-                | Event::ApiFast
-                | Event::WritesAccepted
-                | Event::DiskFreed(_)
-                | Event::StormOff => under_way -= 1,
-                _ => {}
+            match s.event.cloud_fault() {
+                Some(true) => under_way += 1,
+                Some(false) => under_way -= 1,
+                None => {}
             }
         }
         under_way > 0

@@ -129,6 +129,33 @@ impl Event {
     }
 }
 
+impl Event {
+    /// `Some(true)` for a fault of the whole cloud starting (an instance down, the API or the
+    /// database failing, a full disk, a storm), `Some(false)` for one ending, `None` for what
+    /// touches one cluster only.
+    pub fn cloud_fault(self) -> Option<bool> {
+        match self {
+            Event::Kill(_)
+            | Event::Pause(_)
+            | Event::DatabaseDown
+            | Event::ApiOutage
+            | Event::ApiSlow
+            | Event::WritesRefused
+            | Event::DiskFull(_)
+            | Event::StormOn => Some(true),
+            Event::Restart(_)
+            | Event::Resume(_)
+            | Event::DatabaseUp
+            | Event::ApiBack
+            | Event::ApiFast
+            | Event::WritesAccepted
+            | Event::DiskFreed(_)
+            | Event::StormOff => Some(false),
+            _ => None,
+        }
+    }
+}
+
 /// One step: its event at `at` from the campaign's start.
 #[derive(Debug, Clone, Copy)]
 pub struct Step {
