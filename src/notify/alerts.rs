@@ -53,6 +53,29 @@ impl AlertDesk {
         }
     }
 
+    /// Finds the alert already stored (by an earlier delivery cut short) and returns its
+    /// record; none when CloudStack does not have it.
+    pub async fn find(
+        &self,
+        api: &Client,
+        cluster_id: &str,
+        zone_id: Option<&str>,
+        key: &str,
+    ) -> Result<Option<AlertRecord>, DeliveryError> {
+        let tag = alert_marker(cluster_id, key);
+        let found: Vec<Alert> = api
+            .list(
+                "listAlerts",
+                "alert",
+                &[("name", ALERT_NAME), ("keyword", tag.as_str())],
+            )
+            .await?;
+        Ok(found
+            .iter()
+            .find(|a| has_tag(a, &tag))
+            .map(|a| record(a, zone_id)))
+    }
+
     /// Raises the alert (or finds it already stored) and returns its record.
     pub async fn raise(
         &mut self,
@@ -64,22 +87,9 @@ impl AlertDesk {
         description: &str,
     ) -> Result<AlertRecord, DeliveryError> {
         let tag = alert_marker(cluster_id, key);
-        let record = |a: &Alert| AlertRecord {
-            alert_id: a.id.clone(),
-            alert_type: a.r#type.unwrap_or_default() as u32,
-            zone_id: zone_id.map(str::to_string),
-            covers: vec![],
-        };
         // Stored by an earlier delivery that was cut short?
-        let found: Vec<Alert> = api
-            .list(
-                "listAlerts",
-                "alert",
-                &[("name", ALERT_NAME), ("keyword", tag.as_str())],
-            )
-            .await?;
-        if let Some(a) = found.iter().find(|a| has_tag(a, &tag)) {
-            return Ok(record(a));
+        if let Some(r) = self.find(api, cluster_id, zone_id, key).await? {
+            return Ok(r);
         }
         if self.in_use.is_none() {
             let all: Vec<Alert> = api.list("listAlerts", "alert", &[]).await?;
@@ -120,7 +130,7 @@ impl AlertDesk {
                 )
                 .await?;
             if let Some(a) = stored.iter().find(|a| has_tag(a, &tag)) {
-                return Ok(record(a));
+                return Ok(record(a, zone_id));
             }
             warn!(alert_type = t, key, "{ALERT_NOT_STORED}");
         }
@@ -129,6 +139,16 @@ impl AlertDesk {
             attempts: TYPE_ATTEMPTS,
         }
         .into())
+    }
+}
+
+/// The record of alert `a`, raised in `zone_id`.
+fn record(a: &Alert, zone_id: Option<&str>) -> AlertRecord {
+    AlertRecord {
+        alert_id: a.id.clone(),
+        alert_type: a.r#type.unwrap_or_default() as u32,
+        zone_id: zone_id.map(str::to_string),
+        covers: vec![],
     }
 }
 

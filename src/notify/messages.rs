@@ -14,3 +14,8 @@ pub const NOT_DELIVERED: &str = "notification not delivered; it stays queued for
 /// The ERROR line of a notification CloudStack refused for good.
 pub const REFUSED: &str =
     "CloudStack refused the notification for good; it is dropped and nothing else waits for it";
+
+/// A queued alert or annotation not sent because its finding ended before it reached
+/// CloudStack (its archive or removal is queued behind it).
+pub const ENDED_BEFORE_SENT: &str = "not sent: the finding ended before this reached CloudStack; \
+     its event lines tell it";

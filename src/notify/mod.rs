@@ -13,10 +13,10 @@ pub mod alerts;
 pub mod event_log;
 mod messages;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 
-use tracing::{debug, error, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::cloudstack::client::Client;
 use crate::cloudstack::error::ApiError;
@@ -25,7 +25,7 @@ use crate::cloudstack::model::Annotation;
 use crate::database::lock::Lock;
 use crate::diff::wording::{alert_marker, annotation_marker, marked_key, marker_key, remarked};
 use crate::state::{Notification, Outgoing, RecordKey, State};
-use messages::{NOT_DELIVERED, REFUSED};
+use messages::{ENDED_BEFORE_SENT, NOT_DELIVERED, REFUSED};
 
 /// What delivery needs to know.
 #[derive(Debug, Clone)]
@@ -101,6 +101,7 @@ pub async fn deliver<E>(
     // `[next, ..)` is still to try. Done items are dropped, and the state saved, once per
     // batch: a crash repeats at most one batch, which the markers recognise, and the event
     // log's end (read once, at the first event) for event lines.
+    let taken_back = last_take_backs(&state.outbox);
     let mut kept = 0;
     let mut next = 0;
     let mut done = 0;
@@ -122,46 +123,35 @@ pub async fn deliver<E>(
         let finished = if lane.as_ref().is_some_and(|l| blocked.contains(l)) {
             false
         } else {
-            let delivered =
-                deliver_one(api, settings, state, &mut alerts, &mut event_tail, &item).await;
+            let ended = lane
+                .as_ref()
+                .and_then(|l| taken_back.get(l))
+                .is_some_and(|&last| last > item.id);
+            let delivered = deliver_one(
+                api,
+                settings,
+                state,
+                &mut alerts,
+                &mut event_tail,
+                &item,
+                ended,
+            )
+            .await;
             match delivered {
                 Ok(()) => {
                     debug!(id = item.id, channel, "notification delivered");
                     *counts.entry((channel, "delivered")).or_default() += 1;
                     true
                 }
-                Err(e) if e.is_refusal() => {
-                    let (cluster_id, key) = item.notification.finding();
-                    error!(
-                        id = item.id,
-                        channel,
-                        action = item.notification.action(),
-                        cluster_id,
-                        key,
-                        attempts = item.attempts + 1,
-                        error = %crate::base::error_chain::error_chain(&e),
-                        "{REFUSED}"
-                    );
-                    *counts.entry((channel, "refused")).or_default() += 1;
-                    true
-                }
                 Err(e) => {
-                    let message = crate::base::error_chain::error_chain(&e);
-                    warn!(
-                        id = item.id,
-                        channel,
-                        attempts = item.attempts + 1,
-                        error = %message,
-                        "{NOT_DELIVERED}"
-                    );
-                    let queued = &mut state.outbox[next];
-                    queued.attempts += 1;
-                    queued.last_error = Some(message);
-                    if let Some(l) = lane {
+                    let outcome = not_delivered(&item, &e, &mut state.outbox[next]);
+                    if outcome == "failed"
+                        && let Some(l) = lane
+                    {
                         blocked.insert(l);
                     }
-                    *counts.entry((channel, "failed")).or_default() += 1;
-                    false
+                    *counts.entry((channel, outcome)).or_default() += 1;
+                    outcome == "refused"
                 }
             }
         };
@@ -190,6 +180,60 @@ pub async fn deliver<E>(
     (counts, None)
 }
 
+/// Logs an item not delivered and returns its outcome: `refused` (for good: it ends) or
+/// `failed` (it stays queued, with its attempt and error recorded in `queued`).
+fn not_delivered(item: &Outgoing, e: &DeliveryError, queued: &mut Outgoing) -> &'static str {
+    let channel = item.notification.channel();
+    let message = crate::base::error_chain::error_chain(e);
+    if e.is_refusal() {
+        let (cluster_id, key) = item.notification.finding();
+        error!(
+            id = item.id,
+            channel,
+            action = item.notification.action(),
+            cluster_id,
+            key,
+            attempts = item.attempts + 1,
+            error = %message,
+            "{REFUSED}"
+        );
+        return "refused";
+    }
+    warn!(
+        id = item.id,
+        channel,
+        attempts = item.attempts + 1,
+        error = %message,
+        "{NOT_DELIVERED}"
+    );
+    queued.attempts += 1;
+    queued.last_error = Some(message);
+    "failed"
+}
+
+/// The id of the last take-back (an archive, a removal) queued for each finding and channel.
+/// Ids grow in the order items were queued.
+fn last_take_backs(outbox: &[Outgoing]) -> HashMap<(RecordKey, &'static str), u64> {
+    let mut last = HashMap::new();
+    for o in outbox {
+        let n = &o.notification;
+        if matches!(
+            n,
+            Notification::ArchiveAlert { .. } | Notification::RemoveAnnotation { .. }
+        ) && let Some(subject) = n.subject()
+        {
+            last.insert((subject, n.channel()), o.id);
+        }
+    }
+    last
+}
+
+/// Delivers one item. With `ended` (its own take-back is queued behind it: the finding ended
+/// before the alert or annotation reached CloudStack), a raise or an annotation only records
+/// what CloudStack already stored, from a delivery cut short, for its take-back to remove; it
+/// creates nothing that would be taken back at once. This is also what keeps an instance that
+/// comes back with such an item from its last term from alerting a finding again that another
+/// instance alerted and archived meanwhile.
 async fn deliver_one(
     api: &Client,
     settings: &DeliverySettings,
@@ -197,6 +241,7 @@ async fn deliver_one(
     alerts: &mut alerts::AlertDesk,
     event_tail: &mut Option<event_log::Tail>,
     item: &Outgoing,
+    ended: bool,
 ) -> Result<(), DeliveryError> {
     let n = &item.notification;
     match n {
@@ -215,6 +260,19 @@ async fn deliver_one(
             description,
             covers,
         } => {
+            if ended {
+                let found = alerts
+                    .find(api, cluster_id, zone_id.as_deref(), key)
+                    .await?;
+                match found {
+                    Some(mut record) => {
+                        record.covers = covers.clone();
+                        state.alerts.insert(RecordKey::new(cluster_id, key), record);
+                    }
+                    None => info!(id = item.id, cluster_id, key, "{ENDED_BEFORE_SENT}"),
+                }
+                return Ok(());
+            }
             let description = remarked(
                 description,
                 &alert_marker(cluster_id, key),
@@ -249,10 +307,14 @@ async fn deliver_one(
             key,
             text,
         } => {
-            let id = add_annotation(api, cluster_id, key, text).await?;
-            state
-                .annotations
-                .insert(RecordKey::new(cluster_id, key), id);
+            match add_annotation(api, cluster_id, key, text, !ended).await? {
+                Some(id) => {
+                    state
+                        .annotations
+                        .insert(RecordKey::new(cluster_id, key), id);
+                }
+                None => info!(id = item.id, cluster_id, key, "{ENDED_BEFORE_SENT}"),
+            }
             Ok(())
         }
         Notification::RemoveAnnotation { cluster_id, key } => {
@@ -318,20 +380,25 @@ async fn cluster_annotations(api: &Client, cluster_id: &str) -> Result<Vec<Annot
 
 /// Adds the annotation unless one with its marker is already on the cluster (a delivery
 /// interrupted after CloudStack stored it; older releases wrote the cluster id in the marker
-/// too, which [`marked_key`] reads past). Returns the annotation id.
+/// too, which [`marked_key`] reads past). Returns the annotation id; none when there was none
+/// and `create` is false.
 async fn add_annotation(
     api: &Client,
     cluster_id: &str,
     key: &str,
     text: &str,
-) -> Result<String, DeliveryError> {
+    create: bool,
+) -> Result<Option<String>, DeliveryError> {
     let tag = marker_key(key);
     let existing = cluster_annotations(api, cluster_id).await?;
     if let Some(a) = existing
         .iter()
         .find(|a| a.annotation.as_deref().and_then(marked_key) == Some(tag.as_str()))
     {
-        return Ok(a.id.clone());
+        return Ok(Some(a.id.clone()));
+    }
+    if !create {
+        return Ok(None);
     }
     // Queued texts are fitted again: a text queued by an older release may be too long.
     let text = remarked(text, &annotation_marker(key), ANNOTATION_LENGTH);
@@ -350,7 +417,7 @@ async fn add_annotation(
         .get("annotation")
         .and_then(|a| a.get("id"))
         .and_then(|id| id.as_str())
-        .map(str::to_string)
+        .map(|id| Some(id.to_string()))
         .ok_or(DeliveryError::AnnotationWithoutId)
 }
 

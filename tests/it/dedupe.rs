@@ -721,6 +721,100 @@ async fn a_crash_between_state_write_and_send_delivers_once() {
     assert_eq!(cloud.active_alerts(), vec![]);
 }
 
+/// Refuses the next alert and the next annotation (530: the database down), so that a run
+/// decides and records both and leaves them queued.
+fn refuse_the_next_writes(cloud: &TestCloud) {
+    let sim = cloud.sim();
+    sim.fail_next_with_error("generateAlert", 1, 530, "down");
+    sim.fail_next_with_error("listAnnotations", 1, 530, "down");
+}
+
+#[tokio::test]
+async fn a_drift_that_ends_before_its_alert_reaches_cloudstack_is_not_alerted_after() {
+    let (cloud, id) = one_cluster().await;
+    cloud.check_json(&[]).await;
+    let worker = cloud.unmap_last_worker(&id);
+    refuse_the_next_writes(&cloud);
+    cloud.check_json(&[]).await;
+    assert_eq!(state(&cloud)["outbox"].as_array().unwrap().len(), 2);
+    // The drift ends before CloudStack takes writes again: the archive and the removal are
+    // queued behind the raise and the annotation.
+    cloud.sim().with_world(|w| w.add_map_row(&id, &worker));
+    let (run, _) = cloud.check_json(&[]).await;
+    assert!(
+        run.stderr
+            .contains("the finding ended before this reached CloudStack"),
+        "{}",
+        run.stderr
+    );
+    // Nothing was created only to be taken back: one failed generateAlert, no annotation.
+    assert_eq!(cloud.sim().call_count("generateAlert"), 1);
+    assert_eq!(cloud.sim().call_count("addAnnotation"), 0);
+    assert_eq!(cloud.sim().call_count("archiveAlerts"), 0);
+    assert_eq!(cloud.sim().with_world(|w| w.alerts.len()), 0);
+    assert_eq!(state(&cloud)["outbox"], serde_json::json!([]));
+    // The event log tells the drift and its end.
+    let told = events(&cloud);
+    assert_eq!(told.len(), 2, "{told:?}");
+    assert_eq!(
+        told[0],
+        ("WARN".to_string(), format!("unmapped_vm:{worker}"))
+    );
+    assert_eq!(told[1].0, "INFO");
+    assert!(told[1].1.contains("matches"), "{told:?}");
+    // If it comes back, it is alerted as new, once.
+    cloud.unmap_last_worker(&id);
+    cloud.check_json(&[]).await;
+    assert_eq!(cloud.active_alerts().len(), 1);
+    assert_eq!(annotations(&cloud).len(), 1);
+}
+
+#[tokio::test]
+async fn an_alert_stored_before_a_crash_for_a_drift_that_ended_since_is_archived() {
+    let (cloud, id) = one_cluster().await;
+    cloud.check_json(&[]).await;
+    let worker = cloud.unmap_last_worker(&id);
+    refuse_the_next_writes(&cloud);
+    cloud.check_json(&[]).await;
+    let outbox = state(&cloud)["outbox"].as_array().unwrap().clone();
+    let description = outbox
+        .iter()
+        .find(|o| o["action"] == "raise_alert")
+        .unwrap()["description"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The alert reached CloudStack before a crash lost its record.
+    cloud.sim().with_world(|w| {
+        let zone = w.cluster(&id).unwrap().zone_id.clone();
+        let now = w.now;
+        w.alerts.push(SimAlert {
+            id: "stored-before-crash".into(),
+            alert_type: 3000,
+            name: "KUBERNETES.CLUSTER.VM.MAP.CHECK".into(),
+            description,
+            zone_id: Some(zone),
+            pod_id: None,
+            sent: now,
+            archived: false,
+        });
+        w.add_map_row(&id, &worker);
+    });
+    cloud.check_json(&[]).await;
+    // Found by its marker, recorded, and archived by the item queued behind it.
+    assert_eq!(cloud.active_alerts(), vec![]);
+    let archived = cloud.sim().with_world(|w| {
+        w.alerts
+            .iter()
+            .map(|a| (a.id.clone(), a.archived))
+            .collect::<Vec<_>>()
+    });
+    assert_eq!(archived, [("stored-before-crash".to_string(), true)]);
+    assert_eq!(cloud.sim().call_count("generateAlert"), 1);
+    assert_eq!(state(&cloud)["outbox"], serde_json::json!([]));
+    assert_eq!(state(&cloud)["alerts"], serde_json::json!({}));
+}
+
 #[tokio::test]
 async fn a_corrupt_state_file_is_moved_aside() {
     let (cloud, id) = one_cluster().await;
