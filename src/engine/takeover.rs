@@ -25,7 +25,7 @@ use crate::cloudstack::model::{Alert, Annotation};
 use crate::diff::wording::{marked_key, marker_parts};
 use crate::diff::{FindingKey, Mismatch, MismatchKind, Subject, VmRef};
 use crate::notify::alerts::{ALERT_NAME, is_ours};
-use crate::state::{AlertRecord, RecordKey, Reported, STORM_SCOPE, State, Storm};
+use crate::state::{AlertRecord, Notification, RecordKey, Reported, STORM_SCOPE, State, Storm};
 
 /// What was read back.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -42,7 +42,9 @@ pub struct Recovered {
 
 /// Drops from `state` the alert and annotation records CloudStack no longer has (ids not in
 /// `alerts` and `notes`), and the findings that had records and now have none: another
-/// instance resolved them. Findings never alerted nor annotated (the event log only) stay.
+/// instance resolved them. Their alerts and annotations still queued are dropped too.
+/// Findings never alerted nor annotated (the event log only) stay. Returns how many findings
+/// were forgotten.
 fn forget_resolved(state: &mut State, alerts: &HashSet<&str>, notes: &HashSet<&str>) -> usize {
     let gone_alerts: Vec<RecordKey> = state
         .alerts
@@ -62,7 +64,7 @@ fn forget_resolved(state: &mut State, alerts: &HashSet<&str>, notes: &HashSet<&s
     for k in &gone_notes {
         state.annotations.remove(k);
     }
-    let mut forgotten = 0;
+    let mut forgotten = HashSet::new();
     for record in gone_alerts.iter().chain(&gone_notes) {
         if state.alerts.contains_key(record) || state.annotations.contains_key(record) {
             continue;
@@ -74,10 +76,24 @@ fn forget_resolved(state: &mut State, alerts: &HashSet<&str>, notes: &HashSet<&s
             continue;
         };
         if c.side_mut(key.kind.side()).remove(&key).is_some() {
-            forgotten += 1;
+            forgotten.insert(record.clone());
         }
     }
-    forgotten
+    // What this instance still had queued for them (an alert or an annotation whose delivery
+    // failed before it lost the lock) is not sent: the finding was reported and ended
+    // meanwhile, and nothing would take back what is sent now. If it is still or again
+    // there, the next step reports it as new.
+    state.outbox.retain(|o| {
+        let adds = matches!(
+            o.notification,
+            Notification::RaiseAlert { .. } | Notification::AddAnnotation { .. }
+        );
+        !(adds
+            && o.notification
+                .subject()
+                .is_some_and(|s| forgotten.contains(&s)))
+    });
+    forgotten.len()
 }
 
 /// The cluster id and key of an alert description's marker, `[cks-drift <cluster>/<key>]`.
@@ -521,6 +537,61 @@ mod tests {
         assert_eq!(
             state.annotations.keys().collect::<Vec<_>>(),
             ["c1/unmapped_vm:v2"]
+        );
+    }
+
+    /// An item of the outbox, as queued.
+    fn queued(id: u64, notification: Notification) -> crate::state::Outgoing {
+        crate::state::Outgoing {
+            id,
+            attempts: 1,
+            last_error: Some("530".into()),
+            notification,
+        }
+    }
+
+    #[test]
+    fn what_was_queued_for_a_finding_another_instance_resolved_is_not_sent() {
+        let mut state = State::default();
+        let now = Timestamp::from_unix(1_800_000_000);
+        for key in ["unmapped_vm:v1", "unmapped_vm:v2"] {
+            remember(&mut state, "c1", &FindingKey::parse(key).unwrap(), now);
+        }
+        // v1 was annotated; its alert's delivery failed and stayed queued. Another instance
+        // took over, alerted it, and archived and removed both when it ended. v2 never got
+        // as far as CloudStack: its items stay queued.
+        state
+            .annotations
+            .insert("c1/unmapped_vm:v1".into(), "n1".into());
+        let raise = |key: &str| Notification::RaiseAlert {
+            cluster_id: "c1".into(),
+            zone_id: None,
+            key: key.into(),
+            description: "…".into(),
+            covers: vec![],
+        };
+        let annotate = |key: &str| Notification::AddAnnotation {
+            cluster_id: "c1".into(),
+            key: key.into(),
+            text: "…".into(),
+        };
+        state.outbox = vec![
+            queued(1, raise("unmapped_vm:v1")),
+            queued(2, raise("unmapped_vm:v2")),
+            queued(3, annotate("unmapped_vm:v2")),
+            queued(4, annotate("unmapped_vm:v1")),
+        ];
+        assert_eq!(
+            forget_resolved(&mut state, &HashSet::new(), &HashSet::new()),
+            1
+        );
+        assert_eq!(
+            state.outbox.iter().map(|o| o.id).collect::<Vec<_>>(),
+            [2, 3]
+        );
+        assert_eq!(
+            state.clusters["c1"].vms.keys().collect::<Vec<_>>(),
+            ["unmapped_vm:v2"]
         );
     }
 
