@@ -38,17 +38,17 @@ const LONG_PAUSE: Duration = Duration::from_secs(12);
 /// The seed CI's short campaign replays.
 const FIXED_SEED: u64 = 0x5eed_0001;
 
-/// About 60 events from a fixed seed: the campaign CI runs every time. This seed found that
-/// an instance taking over wrote again the event lines of findings a storm held.
+/// About 60 events from a fixed seed: the campaign CI runs every time. With the schedules
+/// drawn before node names were swapped, this seed found that an instance taking over wrote
+/// again the event lines of findings a storm held (kept as
+/// `the_first_step_after_a_read_back_marks_its_new_findings_event_lines_and_no_later_one`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_campaign_from_a_fixed_seed_keeps_every_invariant() {
     campaign(seed_from_env().unwrap_or(FIXED_SEED), events_from_env(60)).await;
 }
 
-/// The same with a fresh seed, printed first: each run tries another schedule. Not in CI yet:
-/// fresh schedules still find violations (an alert raised again for a drift already over).
+/// The same with a fresh seed, printed first: each run tries another schedule.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "fresh schedules still find violations: see docs/contributing.md, Fault campaigns"]
 async fn a_short_campaign_from_a_fresh_seed_keeps_every_invariant() {
     let seed = seed_from_env().unwrap_or_else(|| {
         SystemTime::now()
@@ -214,6 +214,8 @@ struct Campaign {
     stray: Vec<Option<String>>,
     /// Per cluster: the node left out, while one is.
     gone: Vec<Option<String>>,
+    /// Per cluster: whether its first two workers' nodes have swapped names.
+    swapped: Vec<bool>,
     /// Per cluster: the worker whose map row is deleted, while one is.
     unmapped: Vec<Option<String>>,
     /// The storm's VMs, while it lasts.
@@ -262,6 +264,7 @@ impl Campaign {
             machines,
             stray: vec![None; n],
             gone: vec![None; n],
+            swapped: vec![false; n],
             unmapped: vec![None; n],
             storm: Vec::new(),
             deleted: vec![false; n],
@@ -307,6 +310,11 @@ impl Campaign {
             .filter(|n| Some(&n.name) != self.gone[c].as_ref())
             .cloned()
             .collect();
+        if self.swapped[c] {
+            let (a, b) = (nodes[1].name.clone(), nodes[2].name.clone());
+            nodes[1].name = b;
+            nodes[2].name = a;
+        }
         if let Some(stray) = &self.stray[c] {
             nodes.push(FakeNode::named(stray));
         }
@@ -428,6 +436,24 @@ impl Campaign {
                     let id = self.ids[c].clone();
                     let first_worker = self.cloud.map(&id)[1].clone();
                     self.close(&first_worker);
+                }
+            }
+            Event::Swap(c) => {
+                self.swapped[c] = true;
+                self.publish_nodes(c);
+                // Each node is named like the other's VM: the finding is keyed by its name.
+                for k in [1, 2] {
+                    let name = self.machines[c][k].name.clone();
+                    self.open(c, "identity_conflict", name);
+                }
+            }
+            Event::Unswap(c) => {
+                if std::mem::take(&mut self.swapped[c]) {
+                    self.publish_nodes(c);
+                    for k in [1, 2] {
+                        let name = self.machines[c][k].name.clone();
+                        self.close(&name);
+                    }
                 }
             }
             Event::VmError(c) => {

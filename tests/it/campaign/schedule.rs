@@ -75,6 +75,10 @@ pub enum Event {
     /// The cluster's first worker goes into Error (a mapped VM in Error), then Running again.
     VmError(usize),
     VmRunning(usize),
+    /// The Kubernetes nodes of the cluster's first two workers swap names (each is one VM
+    /// while named like the other: two identity conflicts), then take their own again.
+    Swap(usize),
+    Unswap(usize),
     /// The cluster is scaled: Scaling for a while, then Running with one more worker, mapped
     /// and a node.
     Scaling(usize),
@@ -119,6 +123,8 @@ impl Event {
             Event::NodeBack(_) => "drift ends: node back",
             Event::VmError(_) => "drift: mapped VM in Error",
             Event::VmRunning(_) => "drift ends: VM Running",
+            Event::Swap(_) => "drift: node names swapped",
+            Event::Unswap(_) => "drift ends: node names back",
             Event::Scaling(_) => "cluster scaling",
             Event::Scaled(_) => "cluster scaled",
             Event::Created(_) => "cluster created",
@@ -221,8 +227,11 @@ pub fn draw(seed: u64, events: usize, shape: Shape) -> Vec<Step> {
         };
         // In the last third, one drift in three is never undone: it is open when the campaign
         // ends, and must then be alerted and annotated exactly once.
-        if let Event::Unmap(c) | Event::StrayNode(c) | Event::NodeGone(c) | Event::VmError(c) =
-            start
+        if let Event::Unmap(c)
+        | Event::StrayNode(c)
+        | Event::NodeGone(c)
+        | Event::VmError(c)
+        | Event::Swap(c) = start
             && steps.len() * 3 >= events * 2
             && rng.below(3) == 0
         {
@@ -324,6 +333,7 @@ fn pick(
             rng.millis(200, 12000),
             Event::VmRunning(c),
         ),
+        20 if cluster_free => (Event::Swap(c), rng.millis(200, 12000), Event::Unswap(c)),
         _ => return None,
     };
     let until = now + lasts + SETTLE;
