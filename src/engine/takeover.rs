@@ -12,7 +12,8 @@
 //! be read back: its alert and annotation are recorded under the digest, which no finding
 //! has, so the next cycle archives and removes them and reports that finding once more.
 //! Summary alerts are left alone. A storm alert means a storm is under way: it goes on, its
-//! findings (read back as never told) are held again, and it ends as storms do.
+//! findings (read back as never told) are held again, and it ends as storms do, archiving
+//! every storm alert recorded (one read back during this instance's own storm included).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -212,6 +213,7 @@ pub async fn recover(
     recover_annotations(state, &notes, now, &mut got);
     got.owed_alerts = owe_alerts(state);
     state.read_back = true;
+    state.read_back_seen.clear();
     info!(
         alerts = got.alerts,
         annotations = got.annotations,

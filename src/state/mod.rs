@@ -14,7 +14,7 @@ pub mod standing;
 pub mod step;
 pub mod v1;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -52,6 +52,10 @@ pub struct State {
     /// [`Notification::Event`]'s `after_takeover`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub read_back: bool,
+    /// The clusters stepped with their nodes listed since the read-back: their later new
+    /// findings are this instance's own. `read_back` ends once every cluster checked is here.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub read_back_seen: BTreeSet<String>,
     /// When alerts and annotations were raised in the last hour, by tenant (`Owner::key`):
     /// what `notify.owner_alerts_per_hour` counts.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -109,6 +113,7 @@ impl Default for State {
             next_id: 1,
             storm: None,
             read_back: false,
+            read_back_seen: BTreeSet::new(),
             raised: BTreeMap::new(),
         }
     }

@@ -316,9 +316,28 @@ pub fn step(
         pending: &mut pending,
     };
     outcome.storm = storm::storm(&mut q, told, checked, settings, now);
-    // Only the first step after a read-back can meet findings told before it.
-    state.read_back = false;
+    note_seen_since_read_back(state, observed);
     outcome
+}
+
+/// Only a cluster's first step with its nodes listed after a read-back can meet findings the
+/// instance before told: a cluster skipped, or whose nodes could not be listed, then is met
+/// later. The read-back is over once every cluster checked was seen so.
+fn note_seen_since_read_back(state: &mut State, observed: &[Observed]) {
+    if !state.read_back {
+        return;
+    }
+    for c in observed.iter().filter(|c| c.coverage == Coverage::Full) {
+        state.read_back_seen.insert(c.cluster.id.clone());
+    }
+    let all_seen = observed
+        .iter()
+        .filter(|c| c.coverage != Coverage::None)
+        .all(|c| state.read_back_seen.contains(&c.cluster.id));
+    if all_seen {
+        state.read_back = false;
+        state.read_back_seen.clear();
+    }
 }
 
 /// Steps one observed cluster: its findings against those reported before, the events of the
@@ -626,7 +645,8 @@ fn tell_new(
                     now,
                 );
                 if let Notification::Event { after_takeover, .. } = &mut line {
-                    *after_takeover = q.state.read_back;
+                    *after_takeover =
+                        q.state.read_back && !q.state.read_back_seen.contains(&c.cluster.id);
                 }
                 q.push(line);
                 tell.push((*m).clone());

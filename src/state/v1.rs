@@ -130,6 +130,7 @@ impl StateV1 {
             next_id: self.next_id,
             storm: None,
             read_back: false,
+            read_back_seen: Default::default(),
             raised: Default::default(),
         }
     }

@@ -184,7 +184,8 @@ fn archive_storm_alert(q: &mut Queue<'_>, storm: &Storm, settings: &StepSettings
     }
 }
 
-/// Ends `storm`: its alert archived and its end logged.
+/// Ends `storm`: its alert archived, with any other storm alert recorded (another instance's,
+/// read back while this one's storm was under way: it is the same storm), and its end logged.
 fn end_storm(
     q: &mut Queue<'_>,
     storm: Storm,
@@ -192,6 +193,21 @@ fn end_storm(
     now: Timestamp,
 ) -> StormChange {
     archive_storm_alert(q, &storm, settings);
+    let others: Vec<String> = q
+        .state
+        .alerts
+        .keys()
+        .filter(|rk| {
+            rk.cluster_id == STORM_SCOPE && rk.key.starts_with("storm:") && rk.key != storm.key
+        })
+        .map(|rk| rk.key.clone())
+        .collect();
+    for key in others {
+        q.push(Notification::ArchiveAlert {
+            cluster_id: STORM_SCOPE.to_string(),
+            key,
+        });
+    }
     let description = format!(
         "The storm of VM map findings that began at {} is over: of {} findings held, {} still \
          open in {} clusters were told one by one; the others resolved meanwhile and are not told",

@@ -1463,3 +1463,68 @@ fn the_first_step_after_a_read_back_marks_its_new_findings_event_lines_and_no_la
     .unwrap();
     assert!(kept.read_back);
 }
+
+#[test]
+fn a_cluster_whose_nodes_the_first_step_after_a_read_back_could_not_list_is_marked_when_met() {
+    // Two clusters after a read-back: c1's nodes could not be listed in the first step, so
+    // its node-named VM is met only in the second, and may still have been told before.
+    let mut s = State {
+        read_back: true,
+        ..State::default()
+    };
+    let c2 = |mismatches| {
+        let mut c = cluster(Coverage::Full, mismatches);
+        c.cluster.id = "c2".into();
+        c
+    };
+    let first = vec![cluster(Coverage::VmsOnly, vec![]), c2(vec![])];
+    step(&mut s, &first, &ON, at(0));
+    assert!(s.read_back);
+    assert_eq!(s.read_back_seen, ["c2".to_string()].into());
+    let second = vec![
+        cluster(Coverage::Full, vec![m(UnmappedVm, "v2")]),
+        c2(vec![m(UnmappedVm, "v9")]),
+    ];
+    step(&mut s, &second, &ON, at(5));
+    let mut marks = after_takeover_marks(&mut s);
+    marks.sort();
+    assert_eq!(
+        marks,
+        [
+            ("unmapped_vm:v2".to_string(), true),
+            ("unmapped_vm:v9".to_string(), false)
+        ]
+    );
+    // Every cluster seen: the read-back is over.
+    assert!(!s.read_back && s.read_back_seen.is_empty());
+}
+
+#[test]
+fn a_storm_alert_read_back_during_this_instances_own_storm_ends_with_it() {
+    // This instance's storm began while its alert could not be delivered; another instance
+    // raised its own storm alert meanwhile, read back when the lock came back here.
+    let mut s = State::default();
+    step(&mut s, &fleet(5, 8), &STORMY, at(0));
+    drain(&mut s);
+    s.alerts.insert(
+        RecordKey::new(crate::state::STORM_SCOPE, "storm:20270115t080000z"),
+        crate::state::AlertRecord {
+            alert_id: "a-other".into(),
+            alert_type: 3001,
+            zone_id: None,
+            covers: vec![],
+        },
+    );
+    let out = step(&mut s, &fleet(0, 8), &STORMY, at(5));
+    assert!(
+        matches!(out.storm, Some(StormChange::Ended { .. })),
+        "{out:?}"
+    );
+    let sent = drain(&mut s);
+    let own = format!("archive storm:{}", at(0).to_compact().to_ascii_lowercase());
+    assert!(sent.contains(&own), "{sent:#?}");
+    assert!(
+        sent.contains(&"archive storm:20270115t080000z".to_string()),
+        "{sent:#?}"
+    );
+}

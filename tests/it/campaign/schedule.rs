@@ -220,7 +220,13 @@ pub fn draw(seed: u64, events: usize, shape: Shape) -> Vec<Step> {
     };
     let mut steps: Vec<Step> = Vec::new();
     let mut now = Duration::ZERO;
+    let mut next_calm = CALM_EVERY;
     while steps.len() < events {
+        if steps.len() >= next_calm {
+            next_calm += CALM_EVERY;
+            now = calm(&mut rng, &mut free, shape, &mut steps, now);
+            continue;
+        }
         now += rng.millis(300, 1500);
         let Some((start, lasts, mut end)) = pick(&mut rng, &mut free, shape, now) else {
             continue;
@@ -251,6 +257,53 @@ pub fn draw(seed: u64, events: usize, shape: Shape) -> Vec<Step> {
     }
     steps.sort_by_key(|s| s.at);
     steps
+}
+
+/// Steps drawn between two calms.
+const CALM_EVERY: usize = 50;
+/// How long a calm waits, once every fault is over, before its drift: longer than the time a
+/// fault still counts as around a drift (`history::BEFORE_QUIET`).
+const CALM_BEFORE: Duration = Duration::from_secs(11);
+
+/// A calm: once every fault and drift drawn so far is over, nothing happens for
+/// [`CALM_BEFORE`], then one drift of a free cluster lasts 9 to 11 s with nothing else
+/// around it, longer than a drift left alone needs to be alerted (`history::LEFT_ALONE`).
+/// Returns when the calm is over.
+fn calm(
+    rng: &mut Rng,
+    free: &mut Free,
+    shape: Shape,
+    steps: &mut Vec<Step>,
+    now: Duration,
+) -> Duration {
+    let quiet_from = steps.iter().map(|s| s.at).max().unwrap_or(now).max(now) + SETTLE;
+    let opens = quiet_from + CALM_BEFORE;
+    let lasts = rng.millis(9000, 11000);
+    let candidates: Vec<usize> = (0..shape.clusters)
+        .filter(|&c| c != shape.spare && free.cluster[c] <= quiet_from)
+        .collect();
+    if candidates.is_empty() {
+        return opens;
+    }
+    let c = candidates[rng.below(candidates.len())];
+    let (start, end) = match rng.below(5) {
+        0 => (Event::Unmap(c), Event::Remap(c)),
+        1 => (Event::StrayNode(c), Event::StrayGone(c)),
+        2 => (Event::NodeGone(c), Event::NodeBack(c)),
+        3 => (Event::VmError(c), Event::VmRunning(c)),
+        _ => (Event::Swap(c), Event::Unswap(c)),
+    };
+    steps.push(Step {
+        at: opens,
+        event: start,
+    });
+    steps.push(Step {
+        at: opens + lasts,
+        event: end,
+    });
+    let over = opens + lasts + SETTLE;
+    free.cluster[c] = over;
+    over
 }
 
 /// One event to start at `now`, how long until it ends, and the event that ends it; `None`
