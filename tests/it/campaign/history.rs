@@ -609,6 +609,30 @@ impl History {
 
     /// The seed, the events by kind, the drifts, the invariants and each violation with the
     /// steps around it.
+    /// Writes every instance's log, event log and state file, and the summary, under `dir`,
+    /// for a failed campaign to be read after its temporary folder is gone. Returns `dir`.
+    pub fn keep(&self, dir: &std::path::Path, summary: &str) -> std::path::PathBuf {
+        std::fs::create_dir_all(dir).expect("create the folder for the campaign's files");
+        let write = |name: String, text: &str| {
+            std::fs::write(dir.join(name), text).expect("keep a campaign file");
+        };
+        for (port, name) in &self.fronts {
+            write(
+                format!("{name}.log"),
+                self.logs.get(port).map_or("", String::as_str),
+            );
+            write(
+                format!("{name}.events.jsonl"),
+                self.event_logs.get(port).map_or("", String::as_str),
+            );
+            if let Some(Some(state)) = self.state_files.get(port) {
+                write(format!("{name}.state.json"), state);
+            }
+        }
+        write("summary.txt".to_string(), summary);
+        dir.to_path_buf()
+    }
+
     pub fn summary(&self, seed: u64, steps: &[Step], violations: &[Violation]) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "campaign seed {seed:#x}: {} events", steps.len());

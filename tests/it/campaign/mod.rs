@@ -106,6 +106,16 @@ async fn campaign(seed: u64, events: usize) {
     let violations = history.violations();
     let summary = history.summary(seed, &steps, &violations);
     println!("{summary}");
+    if !violations.is_empty() {
+        let kept = history.keep(
+            &Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("campaign-{seed:#x}")),
+            &summary,
+        );
+        println!(
+            "logs, event logs and state files kept in {}",
+            kept.display()
+        );
+    }
     assert!(violations.is_empty(), "{summary}");
 }
 
