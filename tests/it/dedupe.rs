@@ -665,25 +665,10 @@ async fn a_failed_alert_is_delivered_exactly_once_later() {
     assert_eq!(events(&cloud).len(), 1);
 }
 
-#[tokio::test]
-async fn a_crash_between_state_write_and_send_delivers_once() {
-    let (cloud, id) = one_cluster().await;
-    // A first run with nothing to report: the state exists (nothing to read back later).
-    cloud.check_json(&[]).await;
-    let worker = cloud.unmap_last_worker(&id);
-    // The first run decides and records everything, but CloudStack refuses the writes: the
-    // outbox holds the alert and the annotation, as if the process died right after the
-    // state was written.
-    cloud
-        .sim()
-        .fail_next_with_error("generateAlert", 1, 530, "down");
-    cloud
-        .sim()
-        .fail_next_with_error("listAnnotations", 1, 530, "down");
-    cloud.check_json(&[]).await;
-    let outbox = state(&cloud)["outbox"].as_array().unwrap().clone();
-    assert_eq!(outbox.len(), 2, "{outbox:#?}");
-    // Worse: the alert did reach CloudStack before the crash, only its record was lost.
+/// Stores in CloudStack, as `stored-before-crash`, the alert queued in the state: it was
+/// delivered, and the process died before its record was written.
+fn store_the_queued_alert(cloud: &TestCloud, cluster_id: &str) {
+    let outbox = state(cloud)["outbox"].as_array().unwrap().clone();
     let description = outbox
         .iter()
         .find(|o| o["action"] == "raise_alert")
@@ -692,7 +677,7 @@ async fn a_crash_between_state_write_and_send_delivers_once() {
         .unwrap()
         .to_string();
     cloud.sim().with_world(|w| {
-        let zone = w.cluster(&id).unwrap().zone_id.clone();
+        let zone = w.cluster(cluster_id).unwrap().zone_id.clone();
         let now = w.now;
         w.alerts.push(SimAlert {
             id: "stored-before-crash".into(),
@@ -705,6 +690,23 @@ async fn a_crash_between_state_write_and_send_delivers_once() {
             archived: false,
         });
     });
+}
+
+#[tokio::test]
+async fn a_crash_between_state_write_and_send_delivers_once() {
+    let (cloud, id) = one_cluster().await;
+    // A first run with nothing to report: the state exists (nothing to read back later).
+    cloud.check_json(&[]).await;
+    let worker = cloud.unmap_last_worker(&id);
+    // The first run decides and records everything, but CloudStack refuses the writes: the
+    // outbox holds the alert and the annotation, as if the process died right after the
+    // state was written.
+    refuse_the_next_writes(&cloud);
+    cloud.check_json(&[]).await;
+    let outbox = state(&cloud)["outbox"].as_array().unwrap().clone();
+    assert_eq!(outbox.len(), 2, "{outbox:#?}");
+    // Worse: the alert did reach CloudStack before the crash, only its record was lost.
+    store_the_queued_alert(&cloud, &id);
     cloud.check_json(&[]).await;
     cloud.check_json(&[]).await;
     let alerts = cloud.active_alerts();
@@ -776,30 +778,9 @@ async fn an_alert_stored_before_a_crash_for_a_drift_that_ended_since_is_archived
     let worker = cloud.unmap_last_worker(&id);
     refuse_the_next_writes(&cloud);
     cloud.check_json(&[]).await;
-    let outbox = state(&cloud)["outbox"].as_array().unwrap().clone();
-    let description = outbox
-        .iter()
-        .find(|o| o["action"] == "raise_alert")
-        .unwrap()["description"]
-        .as_str()
-        .unwrap()
-        .to_string();
     // The alert reached CloudStack before a crash lost its record.
-    cloud.sim().with_world(|w| {
-        let zone = w.cluster(&id).unwrap().zone_id.clone();
-        let now = w.now;
-        w.alerts.push(SimAlert {
-            id: "stored-before-crash".into(),
-            alert_type: 3000,
-            name: "KUBERNETES.CLUSTER.VM.MAP.CHECK".into(),
-            description,
-            zone_id: Some(zone),
-            pod_id: None,
-            sent: now,
-            archived: false,
-        });
-        w.add_map_row(&id, &worker);
-    });
+    store_the_queued_alert(&cloud, &id);
+    cloud.sim().with_world(|w| w.add_map_row(&id, &worker));
     cloud.check_json(&[]).await;
     // Found by its marker, recorded, and archived by the item queued behind it.
     assert_eq!(cloud.active_alerts(), vec![]);
