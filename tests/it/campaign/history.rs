@@ -44,6 +44,8 @@ pub struct History {
     pub event_logs: BTreeMap<u16, String>,
     /// `None` where there is none.
     pub state_files: BTreeMap<u16, Option<String>>,
+    /// Each instance's metrics at the end, by API front port.
+    pub metrics: BTreeMap<u16, String>,
     /// (id, name) of every cluster.
     pub clusters: Vec<(String, String)>,
 }
@@ -123,6 +125,7 @@ impl History {
         self.one_active_at_a_time(&mut found);
         self.event_lines_once(&mut found);
         self.state_files_load(&mut found);
+        self.metrics_agree(&mut found);
         found
     }
 
@@ -585,6 +588,52 @@ impl History {
         }
     }
 
+    /// Once everything settled, one instance is active, and its metrics count the drifts
+    /// still open, with nothing left to send.
+    fn metrics_agree(&self, found: &mut Vec<Violation>) {
+        let mut say = |what: String| {
+            found.push(Violation {
+                invariant: "the metrics agree once everything settled",
+                at: None,
+                what,
+            });
+        };
+        let active: Vec<u16> = self
+            .metrics
+            .iter()
+            .filter(|(_, text)| sample(text, "cks_drift_role{role=\"active\"}") == Some(1))
+            .map(|(port, _)| *port)
+            .collect();
+        let [port] = active[..] else {
+            say(format!(
+                "{} instances say they are active: {:?}",
+                active.len(),
+                active.iter().map(|p| self.name(*p)).collect::<Vec<_>>()
+            ));
+            return;
+        };
+        let text = &self.metrics[&port];
+        let open: u64 = text
+            .lines()
+            .filter(|l| l.starts_with("cks_drift_open_mismatches{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum();
+        let drifts = self.tokens().values().filter(|open| **open).count() as u64;
+        if open != drifts {
+            say(format!(
+                "{} counts {open} open mismatches, {drifts} drifts are open",
+                self.name(port)
+            ));
+        }
+        let pending = sample(text, "cks_drift_notifications_pending");
+        if pending != Some(0) {
+            say(format!(
+                "{} has {pending:?} notifications still queued",
+                self.name(port)
+            ));
+        }
+    }
+
     /// Every state file is whole: JSON, as written.
     fn state_files_load(&self, found: &mut Vec<Violation>) {
         for (port, text) in &self.state_files {
@@ -681,8 +730,8 @@ impl History {
         }
         let _ = writeln!(
             out,
-            "invariants checked: 6 (notified once, alerted when left alone, nothing invented, one \
-             active at a time, event lines once, state files whole); violations: {}",
+            "invariants checked: 7 (notified once, alerted when left alone, nothing invented, one \
+             active at a time, event lines once, state files whole, metrics agree); violations: {}",
             violations.len()
         );
         if !violations.is_empty() {
@@ -719,6 +768,12 @@ impl History {
 }
 
 /// A storm's alert, or a summary standing for findings beyond the caps.
+/// The value of the sample `name` (with its labels, as written) in a metrics text.
+fn sample(text: &str, name: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
 fn is_storm_or_summary(text: &str) -> bool {
     let lower = text.to_lowercase();
     lower.contains("storm") || lower.contains("summary") || lower.contains("more finding")

@@ -102,7 +102,7 @@ async fn campaign(seed: u64, events: usize) {
         run.apply(step).await;
     }
     tokio::time::sleep(QUIET).await;
-    let history = run.finish();
+    let history = run.finish().await;
     let violations = history.violations();
     let summary = history.summary(seed, &steps, &violations);
     println!("{summary}");
@@ -127,6 +127,8 @@ struct Instance {
     log: PathBuf,
     dir: PathBuf,
     front: FakeCloudStack,
+    /// The port of its status page and metrics.
+    listen: u16,
     disk: SmallDisk,
     child: Option<Child>,
     paused: bool,
@@ -137,6 +139,7 @@ impl Instance {
         let front = FakeCloudStack::start(cloud.sim().clone(), API_KEY, SECRET_KEY).await;
         let dir = cloud.dir.path().join(name);
         let disk = SmallDisk::mount_sized(&dir, "4m");
+        let listen = free_port();
         let config_text = std::fs::read_to_string(cloud.write_config())
             .unwrap()
             .replace(&cloud.api.url(), &front.url())
@@ -145,10 +148,7 @@ impl Instance {
                 &format!("path = \"{}\"", dir.join("state.json").display()),
             )
             .replace("EVENT_LOG", &dir.join("events.jsonl").display().to_string())
-            .replace(
-                "listen = \"\"",
-                &format!("listen = \"127.0.0.1:{}\"", free_port()),
-            );
+            .replace("listen = \"\"", &format!("listen = \"127.0.0.1:{listen}\""));
         let config = cloud.dir.path().join(format!("{name}.toml"));
         std::fs::write(&config, config_text).unwrap();
         let mut instance = Instance {
@@ -157,6 +157,7 @@ impl Instance {
             log: cloud.dir.path().join(format!("{name}.log")),
             dir,
             front,
+            listen,
             disk,
             child: None,
             paused: false,
@@ -548,8 +549,18 @@ impl Campaign {
         self.mirror();
     }
 
-    /// Stops the instances and gathers what everybody wrote.
-    fn finish(mut self) -> History {
+    /// Stops the instances and gathers what everybody wrote, their metrics first.
+    async fn finish(mut self) -> History {
+        let http = reqwest::Client::new();
+        let mut metrics = BTreeMap::new();
+        for instance in &self.instances {
+            let url = format!("http://127.0.0.1:{}/metrics", instance.listen);
+            let text = match http.get(&url).send().await {
+                Ok(answer) => answer.text().await.unwrap_or_default(),
+                Err(e) => format!("# not scraped: {e}"),
+            };
+            metrics.insert(instance.front.port(), text);
+        }
         let fronts: BTreeMap<u16, String> = self
             .instances
             .iter()
@@ -604,6 +615,7 @@ impl Campaign {
             logs,
             event_logs,
             state_files,
+            metrics,
             clusters,
         }
     }
