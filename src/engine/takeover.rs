@@ -97,6 +97,51 @@ fn forget_resolved(state: &mut State, alerts: &HashSet<&str>, notes: &HashSet<&s
     forgotten.len()
 }
 
+/// Forgets the findings whose alert or annotation is still queued from an earlier term while
+/// CloudStack holds neither (read back just before): whether another instance reported them
+/// and took them back meanwhile cannot be told, as archived alerts are not listed. What is
+/// queued for them is dropped, and the next step reports those still open as new (their event
+/// line then marked `after_takeover`), so that nothing is raised for a finding that ended
+/// meanwhile with nothing left to take it back. Returns how many were forgotten.
+fn forget_unconfirmed(state: &mut State) -> usize {
+    let unconfirmed: HashSet<RecordKey> = state
+        .outbox
+        .iter()
+        .filter(|o| {
+            matches!(
+                o.notification,
+                Notification::RaiseAlert { .. } | Notification::AddAnnotation { .. }
+            )
+        })
+        .filter_map(|o| o.notification.subject())
+        .filter(|rk| !state.alerts.contains_key(rk) && !state.annotations.contains_key(rk))
+        .filter(|rk| FindingKey::parse(&rk.key).is_some())
+        .collect();
+    state.outbox.retain(|o| {
+        let adds = matches!(
+            o.notification,
+            Notification::RaiseAlert { .. } | Notification::AddAnnotation { .. }
+        );
+        !(adds
+            && o.notification
+                .subject()
+                .is_some_and(|s| unconfirmed.contains(&s)))
+    });
+    let mut forgotten = 0;
+    for rk in &unconfirmed {
+        let (Some(key), Some(c)) = (
+            FindingKey::parse(&rk.key),
+            state.clusters.get_mut(&rk.cluster_id),
+        ) else {
+            continue;
+        };
+        if c.side_mut(key.kind.side()).remove(&key).is_some() {
+            forgotten += 1;
+        }
+    }
+    forgotten
+}
+
 /// The cluster id and key of an alert description's marker, `[cks-drift <cluster>/<key>]`.
 fn alert_marker_parts(description: &str) -> Option<(&str, FindingKey)> {
     let (cluster, key) = marker_parts(description)?;
@@ -211,6 +256,7 @@ pub async fn recover(
         recover_alert(state, a, now, &mut got);
     }
     recover_annotations(state, &notes, now, &mut got);
+    got.forgotten += forget_unconfirmed(state);
     got.owed_alerts = owe_alerts(state);
     state.read_back = true;
     state.read_back_seen.clear();
@@ -594,6 +640,54 @@ mod tests {
         assert_eq!(
             state.clusters["c1"].vms.keys().collect::<Vec<_>>(),
             ["unmapped_vm:v2"]
+        );
+    }
+
+    #[test]
+    fn a_finding_whose_first_report_is_still_queued_is_forgotten_with_it() {
+        let mut state = State::default();
+        let now = Timestamp::from_unix(1_800_000_000);
+        for key in ["unmapped_vm:v1", "unmapped_vm:v2", "unmapped_vm:v3"] {
+            remember(&mut state, "c1", &FindingKey::parse(key).unwrap(), now);
+        }
+        // v1: its alert and annotation were refused and stayed queued when this instance
+        // stopped. v2: its alert is in CloudStack (read back), its annotation queued. v3: the
+        // event log only. A storm alert's raise is no finding's.
+        state.alerts.insert(
+            "c1/unmapped_vm:v2".into(),
+            AlertRecord {
+                alert_id: "a2".into(),
+                alert_type: 3000,
+                zone_id: None,
+                covers: vec![],
+            },
+        );
+        let raise = |cluster: &str, key: &str| Notification::RaiseAlert {
+            cluster_id: cluster.into(),
+            zone_id: None,
+            key: key.into(),
+            description: "…".into(),
+            covers: vec![],
+        };
+        let annotate = |key: &str| Notification::AddAnnotation {
+            cluster_id: "c1".into(),
+            key: key.into(),
+            text: "…".into(),
+        };
+        state.outbox = vec![
+            queued(1, annotate("unmapped_vm:v1")),
+            queued(2, raise("c1", "unmapped_vm:v1")),
+            queued(3, annotate("unmapped_vm:v2")),
+            queued(4, raise(STORM_SCOPE, "storm:20270115t080000z")),
+        ];
+        assert_eq!(forget_unconfirmed(&mut state), 1);
+        assert_eq!(
+            state.outbox.iter().map(|o| o.id).collect::<Vec<_>>(),
+            [3, 4]
+        );
+        assert_eq!(
+            state.clusters["c1"].vms.keys().collect::<Vec<_>>(),
+            ["unmapped_vm:v2", "unmapped_vm:v3"]
         );
     }
 
