@@ -577,6 +577,12 @@ impl Campaign {
                 instance.paused = false;
             }
             instance.kill();
+            // Killed one after the other: another may take the lock in between.
+            self.lifecycle.push(Lifecycle {
+                instance: instance.front.port(),
+                what: "killed",
+                at: SystemTime::now(),
+            });
             logs.insert(
                 instance.front.port(),
                 std::fs::read_to_string(&instance.log).unwrap_or_default(),
