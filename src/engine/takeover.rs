@@ -84,17 +84,23 @@ fn forget_resolved(state: &mut State, alerts: &HashSet<&str>, notes: &HashSet<&s
     // failed before it lost the lock) is not sent: the finding was reported and ended
     // meanwhile, and nothing would take back what is sent now. If it is still or again
     // there, the next step reports it as new.
-    state.outbox.retain(|o| {
-        let adds = matches!(
-            o.notification,
-            Notification::RaiseAlert { .. } | Notification::AddAnnotation { .. }
-        );
-        !(adds
-            && o.notification
-                .subject()
-                .is_some_and(|s| forgotten.contains(&s)))
-    });
+    drop_queued_reports(state, &forgotten);
     forgotten.len()
+}
+
+/// Whether `n` reports a finding to CloudStack: an alert raised, an annotation added.
+fn reports(n: &Notification) -> bool {
+    matches!(
+        n,
+        Notification::RaiseAlert { .. } | Notification::AddAnnotation { .. }
+    )
+}
+
+/// Drops from the outbox the alerts and annotations queued for the findings `keys`.
+fn drop_queued_reports(state: &mut State, keys: &HashSet<RecordKey>) {
+    state.outbox.retain(|o| {
+        !(reports(&o.notification) && o.notification.subject().is_some_and(|s| keys.contains(&s)))
+    });
 }
 
 /// Forgets the findings whose alert or annotation is still queued from an earlier term while
@@ -107,26 +113,12 @@ fn forget_unconfirmed(state: &mut State) -> usize {
     let unconfirmed: HashSet<RecordKey> = state
         .outbox
         .iter()
-        .filter(|o| {
-            matches!(
-                o.notification,
-                Notification::RaiseAlert { .. } | Notification::AddAnnotation { .. }
-            )
-        })
+        .filter(|o| reports(&o.notification))
         .filter_map(|o| o.notification.subject())
         .filter(|rk| !state.alerts.contains_key(rk) && !state.annotations.contains_key(rk))
         .filter(|rk| FindingKey::parse(&rk.key).is_some())
         .collect();
-    state.outbox.retain(|o| {
-        let adds = matches!(
-            o.notification,
-            Notification::RaiseAlert { .. } | Notification::AddAnnotation { .. }
-        );
-        !(adds
-            && o.notification
-                .subject()
-                .is_some_and(|s| unconfirmed.contains(&s)))
-    });
+    drop_queued_reports(state, &unconfirmed);
     let mut forgotten = 0;
     for rk in &unconfirmed {
         let (Some(key), Some(c)) = (
@@ -588,6 +580,26 @@ mod tests {
         );
     }
 
+    /// The raise of `key`'s alert, as queued.
+    fn raise(cluster: &str, key: &str) -> Notification {
+        Notification::RaiseAlert {
+            cluster_id: cluster.into(),
+            zone_id: None,
+            key: key.into(),
+            description: "…".into(),
+            covers: vec![],
+        }
+    }
+
+    /// The annotation of `key` on cluster c1, as queued.
+    fn annotate(key: &str) -> Notification {
+        Notification::AddAnnotation {
+            cluster_id: "c1".into(),
+            key: key.into(),
+            text: "…".into(),
+        }
+    }
+
     /// An item of the outbox, as queued.
     fn queued(id: u64, notification: Notification) -> crate::state::Outgoing {
         crate::state::Outgoing {
@@ -611,21 +623,9 @@ mod tests {
         state
             .annotations
             .insert("c1/unmapped_vm:v1".into(), "n1".into());
-        let raise = |key: &str| Notification::RaiseAlert {
-            cluster_id: "c1".into(),
-            zone_id: None,
-            key: key.into(),
-            description: "…".into(),
-            covers: vec![],
-        };
-        let annotate = |key: &str| Notification::AddAnnotation {
-            cluster_id: "c1".into(),
-            key: key.into(),
-            text: "…".into(),
-        };
         state.outbox = vec![
-            queued(1, raise("unmapped_vm:v1")),
-            queued(2, raise("unmapped_vm:v2")),
+            queued(1, raise("c1", "unmapped_vm:v1")),
+            queued(2, raise("c1", "unmapped_vm:v2")),
             queued(3, annotate("unmapped_vm:v2")),
             queued(4, annotate("unmapped_vm:v1")),
         ];
@@ -653,27 +653,9 @@ mod tests {
         // v1: its alert and annotation were refused and stayed queued when this instance
         // stopped. v2: its alert is in CloudStack (read back), its annotation queued. v3: the
         // event log only. A storm alert's raise is no finding's.
-        state.alerts.insert(
-            "c1/unmapped_vm:v2".into(),
-            AlertRecord {
-                alert_id: "a2".into(),
-                alert_type: 3000,
-                zone_id: None,
-                covers: vec![],
-            },
-        );
-        let raise = |cluster: &str, key: &str| Notification::RaiseAlert {
-            cluster_id: cluster.into(),
-            zone_id: None,
-            key: key.into(),
-            description: "…".into(),
-            covers: vec![],
-        };
-        let annotate = |key: &str| Notification::AddAnnotation {
-            cluster_id: "c1".into(),
-            key: key.into(),
-            text: "…".into(),
-        };
+        state
+            .alerts
+            .insert("c1/unmapped_vm:v2".into(), record("a2", vec![]));
         state.outbox = vec![
             queued(1, annotate("unmapped_vm:v1")),
             queued(2, raise("c1", "unmapped_vm:v1")),
