@@ -82,6 +82,10 @@ impl DeliveryError {
 ///   channel wait behind it (an archive must not overtake its raise). Other channels of the
 ///   finding, and everything else, go on.
 ///
+/// - A raise or an annotation whose own take-back is queued behind it (the finding ended
+///   before it reached CloudStack) only records what CloudStack already has; it creates
+///   nothing that would be taken back at once.
+///
 /// With a `lock`, it is confirmed before each item; once it is not, nothing more is sent.
 ///
 /// Nothing more is sent once `save` fails: what was sent since the last good write could
