@@ -322,7 +322,7 @@ pub fn step(
 
 /// Only a cluster's first step with its nodes listed after a read-back can meet findings the
 /// instance before told: a cluster skipped, or whose nodes could not be listed, then is met
-/// later. The read-back is over once every cluster checked was seen so.
+/// later. The read-back is over once every cluster listed was seen so.
 fn note_seen_since_read_back(state: &mut State, observed: &[Observed]) {
     if !state.read_back {
         return;
@@ -332,7 +332,6 @@ fn note_seen_since_read_back(state: &mut State, observed: &[Observed]) {
     }
     let all_seen = observed
         .iter()
-        .filter(|c| c.coverage != Coverage::None)
         .all(|c| state.read_back_seen.contains(&c.cluster.id));
     if all_seen {
         state.read_back = false;

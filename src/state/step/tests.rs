@@ -1466,24 +1466,30 @@ fn the_first_step_after_a_read_back_marks_its_new_findings_event_lines_and_no_la
 
 #[test]
 fn a_cluster_whose_nodes_the_first_step_after_a_read_back_could_not_list_is_marked_when_met() {
-    // Two clusters after a read-back: c1's nodes could not be listed in the first step, so
-    // its node-named VM is met only in the second, and may still have been told before.
+    // After a read-back: c1's nodes could not be listed in the first step, and c3 was
+    // skipped (its reads failed), so their node-named VMs are met only later, and may still
+    // have been told before.
     let mut s = State {
         read_back: true,
         ..State::default()
     };
-    let c2 = |mismatches| {
-        let mut c = cluster(Coverage::Full, mismatches);
-        c.cluster.id = "c2".into();
+    let other = |id: &str, coverage, mismatches| {
+        let mut c = cluster(coverage, mismatches);
+        c.cluster.id = id.into();
         c
     };
-    let first = vec![cluster(Coverage::VmsOnly, vec![]), c2(vec![])];
+    let first = vec![
+        cluster(Coverage::VmsOnly, vec![]),
+        other("c2", Coverage::Full, vec![]),
+        other("c3", Coverage::None, vec![]),
+    ];
     step(&mut s, &first, &ON, at(0));
     assert!(s.read_back);
     assert_eq!(s.read_back_seen, ["c2".to_string()].into());
     let second = vec![
         cluster(Coverage::Full, vec![m(UnmappedVm, "v2")]),
-        c2(vec![m(UnmappedVm, "v9")]),
+        other("c2", Coverage::Full, vec![m(UnmappedVm, "v9")]),
+        other("c3", Coverage::None, vec![]),
     ];
     step(&mut s, &second, &ON, at(5));
     let mut marks = after_takeover_marks(&mut s);
@@ -1494,6 +1500,17 @@ fn a_cluster_whose_nodes_the_first_step_after_a_read_back_could_not_list_is_mark
             ("unmapped_vm:v2".to_string(), true),
             ("unmapped_vm:v9".to_string(), false)
         ]
+    );
+    assert!(s.read_back, "c3 is still to be seen");
+    let third = vec![
+        cluster(Coverage::Full, vec![m(UnmappedVm, "v2")]),
+        other("c2", Coverage::Full, vec![m(UnmappedVm, "v9")]),
+        other("c3", Coverage::Full, vec![m(UnmappedVm, "v7")]),
+    ];
+    step(&mut s, &third, &ON, at(10));
+    assert_eq!(
+        after_takeover_marks(&mut s),
+        [("unmapped_vm:v7".to_string(), true)]
     );
     // Every cluster seen: the read-back is over.
     assert!(!s.read_back && s.read_back_seen.is_empty());
