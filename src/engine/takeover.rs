@@ -43,9 +43,9 @@ pub struct Recovered {
 
 /// Drops from `state` the alert and annotation records CloudStack no longer has (ids not in
 /// `alerts` and `notes`), and the findings that had records and now have none: another
-/// instance resolved them. Their alerts and annotations still queued are dropped too.
-/// Findings never alerted nor annotated (the event log only) stay. Returns how many findings
-/// were forgotten.
+/// instance resolved them. What is still queued for them now has no record left, and
+/// [`forget_unconfirmed`], which follows, drops it. Findings never alerted nor annotated (the
+/// event log only) stay. Returns how many findings were forgotten.
 fn forget_resolved(state: &mut State, alerts: &HashSet<&str>, notes: &HashSet<&str>) -> usize {
     let gone_alerts: Vec<RecordKey> = state
         .alerts
@@ -80,11 +80,6 @@ fn forget_resolved(state: &mut State, alerts: &HashSet<&str>, notes: &HashSet<&s
             forgotten.insert(record.clone());
         }
     }
-    // What this instance still had queued for them (an alert or an annotation whose delivery
-    // failed before it lost the lock) is not sent: the finding was reported and ended
-    // meanwhile, and nothing would take back what is sent now. If it is still or again
-    // there, the next step reports it as new.
-    drop_queued_reports(state, &forgotten);
     forgotten.len()
 }
 
@@ -94,13 +89,6 @@ fn reports(n: &Notification) -> bool {
         n,
         Notification::RaiseAlert { .. } | Notification::AddAnnotation { .. }
     )
-}
-
-/// Drops from the outbox the alerts and annotations queued for the findings `keys`.
-fn drop_queued_reports(state: &mut State, keys: &HashSet<RecordKey>) {
-    state.outbox.retain(|o| {
-        !(reports(&o.notification) && o.notification.subject().is_some_and(|s| keys.contains(&s)))
-    });
 }
 
 /// Forgets the findings whose alert or annotation is still queued from an earlier term while
@@ -118,7 +106,12 @@ fn forget_unconfirmed(state: &mut State) -> usize {
         .filter(|rk| !state.alerts.contains_key(rk) && !state.annotations.contains_key(rk))
         .filter(|rk| FindingKey::parse(&rk.key).is_some())
         .collect();
-    drop_queued_reports(state, &unconfirmed);
+    state.outbox.retain(|o| {
+        !(reports(&o.notification)
+            && o.notification
+                .subject()
+                .is_some_and(|s| unconfirmed.contains(&s)))
+    });
     let mut forgotten = 0;
     for rk in &unconfirmed {
         let (Some(key), Some(c)) = (
@@ -618,21 +611,27 @@ mod tests {
             remember(&mut state, "c1", &FindingKey::parse(key).unwrap(), now);
         }
         // v1 was annotated; its alert's delivery failed and stayed queued. Another instance
-        // took over, alerted it, and archived and removed both when it ended. v2 never got
-        // as far as CloudStack: its items stay queued.
+        // took over, alerted it, and archived and removed both when it ended. v2's alert is
+        // still in CloudStack; its annotation's delivery failed and stays queued.
         state
             .annotations
             .insert("c1/unmapped_vm:v1".into(), "n1".into());
+        state
+            .alerts
+            .insert("c1/unmapped_vm:v2".into(), record("a2", vec![]));
         state.outbox = vec![
             queued(1, raise("c1", "unmapped_vm:v1")),
             queued(2, raise("c1", "unmapped_vm:v2")),
             queued(3, annotate("unmapped_vm:v2")),
             queued(4, annotate("unmapped_vm:v1")),
         ];
+        // As the read-back does them: the records CloudStack no longer has, then what is
+        // queued for findings left with none.
         assert_eq!(
-            forget_resolved(&mut state, &HashSet::new(), &HashSet::new()),
+            forget_resolved(&mut state, &HashSet::from(["a2"]), &HashSet::new()),
             1
         );
+        assert_eq!(forget_unconfirmed(&mut state), 0);
         assert_eq!(
             state.outbox.iter().map(|o| o.id).collect::<Vec<_>>(),
             [2, 3]

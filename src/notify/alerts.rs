@@ -53,29 +53,6 @@ impl AlertDesk {
         }
     }
 
-    /// Finds the alert already stored (by an earlier delivery cut short) and returns its
-    /// record; none when CloudStack does not have it.
-    pub async fn find(
-        &self,
-        api: &Client,
-        cluster_id: &str,
-        zone_id: Option<&str>,
-        key: &str,
-    ) -> Result<Option<AlertRecord>, DeliveryError> {
-        let tag = alert_marker(cluster_id, key);
-        let found: Vec<Alert> = api
-            .list(
-                "listAlerts",
-                "alert",
-                &[("name", ALERT_NAME), ("keyword", tag.as_str())],
-            )
-            .await?;
-        Ok(found
-            .iter()
-            .find(|a| has_tag(a, &tag))
-            .map(|a| record(a, zone_id)))
-    }
-
     /// Raises the alert (or finds it already stored) and returns its record.
     pub async fn raise(
         &mut self,
@@ -88,7 +65,7 @@ impl AlertDesk {
     ) -> Result<AlertRecord, DeliveryError> {
         let tag = alert_marker(cluster_id, key);
         // Stored by an earlier delivery that was cut short?
-        if let Some(r) = self.find(api, cluster_id, zone_id, key).await? {
+        if let Some(r) = find_stored(api, cluster_id, zone_id, key).await? {
             return Ok(r);
         }
         if self.in_use.is_none() {
@@ -140,6 +117,28 @@ impl AlertDesk {
         }
         .into())
     }
+}
+
+/// Finds the alert already stored (by an earlier delivery cut short) and returns its
+/// record; none when CloudStack does not have it.
+pub async fn find_stored(
+    api: &Client,
+    cluster_id: &str,
+    zone_id: Option<&str>,
+    key: &str,
+) -> Result<Option<AlertRecord>, DeliveryError> {
+    let tag = alert_marker(cluster_id, key);
+    let found: Vec<Alert> = api
+        .list(
+            "listAlerts",
+            "alert",
+            &[("name", ALERT_NAME), ("keyword", tag.as_str())],
+        )
+        .await?;
+    Ok(found
+        .iter()
+        .find(|a| has_tag(a, &tag))
+        .map(|a| record(a, zone_id)))
 }
 
 /// The record of alert `a`, raised in `zone_id`.

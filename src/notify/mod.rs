@@ -265,9 +265,7 @@ async fn deliver_one(
             covers,
         } => {
             if ended {
-                let found = alerts
-                    .find(api, cluster_id, zone_id.as_deref(), key)
-                    .await?;
+                let found = alerts::find_stored(api, cluster_id, zone_id.as_deref(), key).await?;
                 match found {
                     Some(mut record) => {
                         record.covers = covers.clone();

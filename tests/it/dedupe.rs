@@ -665,6 +665,19 @@ async fn a_failed_alert_is_delivered_exactly_once_later() {
     assert_eq!(events(&cloud).len(), 1);
 }
 
+/// One cluster, a first run with nothing to report (the state exists: nothing to read back
+/// later), then a worker unmapped and a run that decides and records everything while
+/// CloudStack refuses the writes: the alert and the annotation stay queued. Returns the
+/// cloud, the cluster's id and the unmapped worker.
+async fn a_drift_left_queued() -> (TestCloud, String, String) {
+    let (cloud, id) = one_cluster().await;
+    cloud.check_json(&[]).await;
+    let worker = cloud.unmap_last_worker(&id);
+    refuse_the_next_writes(&cloud);
+    cloud.check_json(&[]).await;
+    (cloud, id, worker)
+}
+
 /// Stores in CloudStack, as `stored-before-crash`, the alert queued in the state: it was
 /// delivered, and the process died before its record was written.
 fn store_the_queued_alert(cloud: &TestCloud, cluster_id: &str) {
@@ -694,15 +707,9 @@ fn store_the_queued_alert(cloud: &TestCloud, cluster_id: &str) {
 
 #[tokio::test]
 async fn a_crash_between_state_write_and_send_delivers_once() {
-    let (cloud, id) = one_cluster().await;
-    // A first run with nothing to report: the state exists (nothing to read back later).
-    cloud.check_json(&[]).await;
-    let worker = cloud.unmap_last_worker(&id);
-    // The first run decides and records everything, but CloudStack refuses the writes: the
-    // outbox holds the alert and the annotation, as if the process died right after the
+    // The outbox holds the alert and the annotation, as if the process died right after the
     // state was written.
-    refuse_the_next_writes(&cloud);
-    cloud.check_json(&[]).await;
+    let (cloud, id, worker) = a_drift_left_queued().await;
     let outbox = state(&cloud)["outbox"].as_array().unwrap().clone();
     assert_eq!(outbox.len(), 2, "{outbox:#?}");
     // Worse: the alert did reach CloudStack before the crash, only its record was lost.
@@ -733,11 +740,7 @@ fn refuse_the_next_writes(cloud: &TestCloud) {
 
 #[tokio::test]
 async fn a_drift_that_ends_before_its_alert_reaches_cloudstack_is_not_alerted_after() {
-    let (cloud, id) = one_cluster().await;
-    cloud.check_json(&[]).await;
-    let worker = cloud.unmap_last_worker(&id);
-    refuse_the_next_writes(&cloud);
-    cloud.check_json(&[]).await;
+    let (cloud, id, worker) = a_drift_left_queued().await;
     assert_eq!(state(&cloud)["outbox"].as_array().unwrap().len(), 2);
     // The drift ends before CloudStack takes writes again: the archive and the removal are
     // queued behind the raise and the annotation.
@@ -773,11 +776,7 @@ async fn a_drift_that_ends_before_its_alert_reaches_cloudstack_is_not_alerted_af
 
 #[tokio::test]
 async fn an_alert_stored_before_a_crash_for_a_drift_that_ended_since_is_archived() {
-    let (cloud, id) = one_cluster().await;
-    cloud.check_json(&[]).await;
-    let worker = cloud.unmap_last_worker(&id);
-    refuse_the_next_writes(&cloud);
-    cloud.check_json(&[]).await;
+    let (cloud, id, worker) = a_drift_left_queued().await;
     // The alert reached CloudStack before a crash lost its record.
     store_the_queued_alert(&cloud, &id);
     cloud.sim().with_world(|w| w.add_map_row(&id, &worker));
